@@ -1,0 +1,3 @@
+"""The `dossier` command line: one module per command group."""
+
+__all__: list[str] = []

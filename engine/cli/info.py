@@ -1,0 +1,53 @@
+"""`dossier version`: the installed version and which optional backends are present."""
+
+import importlib.util
+import shutil
+
+import typer
+
+from engine.cli.options import FormatOpt, OutputFormat, emit_json
+
+__all__ = ["register"]
+
+_OPTIONAL = {
+    "numba": "numba",
+    "triton": "triton",
+    "flash-attn": "flash_attn",
+    "vllm": "vllm",
+    "bitsandbytes": "bitsandbytes",
+    "surya-ocr": "surya",
+    "rapidocr": "rapidocr",
+    "xgrammar": "xgrammar",
+}
+
+
+def version(fmt: FormatOpt = OutputFormat.human) -> None:
+    """Print Dossier's version and the optional backends found on this machine.
+
+    Example:
+        $ dossier version
+        dossier 0.1.0
+        numba         yes
+        flash-attn    no
+    """
+    from importlib.metadata import version as dist_version
+
+    backends = {name: importlib.util.find_spec(module) is not None for name, module in _OPTIONAL.items()}
+    backends["tesseract"] = shutil.which("tesseract") is not None
+    try:
+        import torch
+
+        backends["cuda"] = torch.cuda.is_available()
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        backends["cuda"] = False
+    info = {"dossier": dist_version("dossier"), "backends": backends}
+    if fmt is OutputFormat.json:
+        emit_json(info)
+        return
+    typer.echo(f"dossier {info['dossier']}")
+    for name, present in backends.items():
+        typer.echo(f"{name:<13} {'yes' if present else 'no'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("version")(version)

@@ -1,0 +1,57 @@
+"""The `dossier` command: registers every command group and turns known errors into one line.
+
+Run `dossier --help` for the list of commands; `DOSSIER_DEBUG=1 dossier ...` shows tracebacks.
+"""
+
+import logging
+import os
+import sys
+
+import typer
+
+from engine.cli import info as info_cli
+
+app = typer.Typer(
+    name="dossier",
+    help="Document agents over PDF collections, offline, on open-weight models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Document agents over PDF collections, offline, on open-weight models.
+
+    Typical session: dossier sample --out s; dossier ingest s/pdfs --corpus c;
+    dossier index --corpus c; dossier search --corpus c "revenue 2023".
+    """
+
+
+# Each command group lives in its own module with a `register(app)` function.
+for _module in (info_cli,):
+    _module.register(app)
+
+
+def main() -> None:
+    """Console-script entry: run the app, printing user errors as one line with exit code 1."""
+    from tools.errors import DossierError
+
+    logging.basicConfig(level=os.environ.get("DOSSIER_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        app()
+    except (DossierError, FileNotFoundError, PermissionError) as err:
+        if os.environ.get("DOSSIER_DEBUG"):
+            raise
+        typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
+        typer.echo("(set DOSSIER_DEBUG=1 to see the traceback)", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        typer.echo("interrupted; finished work is saved, re-run the same command to resume", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

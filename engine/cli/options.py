@@ -1,0 +1,33 @@
+"""Options shared by several commands, defined once (STYLE.md: CLI)."""
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "emit_json"]
+
+
+class OutputFormat(str, Enum):
+    human = "human"
+    json = "json"
+
+
+FormatOpt = Annotated[
+    OutputFormat,
+    typer.Option("--format", help="human: tables and progress bars; json: machine-readable output, no progress bars."),
+]
+CorpusOpt = Annotated[
+    Path,
+    typer.Option("--corpus", help="Corpus store directory (created by `dossier ingest`)."),
+]
+
+
+def emit_json(obj) -> None:
+    """Print one JSON document on stdout."""
+    import json
+    import sys
+
+    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
