@@ -1,3 +1,6 @@
 """Numba and Triton kernels, each beside a plain reference implementation."""
 
-__all__: list[str] = []
+from .bm25 import BACKENDS as BM25_BACKENDS
+from .bm25 import ScoreMatrix, topk, topk_batch, topk_reference
+
+__all__ = ["BM25_BACKENDS", "ScoreMatrix", "topk", "topk_batch", "topk_reference"]
