@@ -125,13 +125,20 @@ class ScoreMatrix:
 
 
 def term_upper_bounds(data: np.ndarray, indptr: np.ndarray) -> np.ndarray:
-    """Per token max(0, max contribution): the MaxScore upper bound, float32 (vocab,)."""
+    """Per token max(0, max contribution): the MaxScore upper bound, float32 (vocab,).
+
+    Pruning assumes contributions are >= 0 (true for every bm25s method); a token with a
+    negative contribution gets +inf, which switches pruning off for queries that use it.
+    """
     vocab = len(indptr) - 1
     upper = np.zeros(vocab, dtype=np.float32)
     starts = np.asarray(indptr[:-1], dtype=np.int64)
     nonempty = np.flatnonzero(np.asarray(indptr[1:], dtype=np.int64) > starts)
     if len(nonempty):
-        upper[nonempty] = np.maximum.reduceat(np.asarray(data), starts[nonempty])
+        data = np.asarray(data)
+        upper[nonempty] = np.maximum.reduceat(data, starts[nonempty])
+        lowest = np.minimum.reduceat(data, starts[nonempty])
+        upper[nonempty[lowest < 0]] = np.inf
     np.maximum(upper, 0.0, out=upper)
     return upper
 
