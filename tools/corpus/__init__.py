@@ -1,0 +1,24 @@
+"""The corpus store and PDF ingestion."""
+
+from tools.corpus.ingest import IngestConfig, IngestSummary, find_pdfs, ingest
+from tools.corpus.pdf import PdfError, read_pdf, sha256_file, text_layer_problem
+from tools.corpus.render import RenderSettings, render_page
+from tools.corpus.store import CorpusStore, DocumentInfo, IngestError, PageInfo, PageWords
+
+__all__ = [
+    "CorpusStore",
+    "DocumentInfo",
+    "IngestConfig",
+    "IngestError",
+    "IngestSummary",
+    "PageInfo",
+    "PageWords",
+    "PdfError",
+    "RenderSettings",
+    "find_pdfs",
+    "ingest",
+    "read_pdf",
+    "render_page",
+    "sha256_file",
+    "text_layer_problem",
+]

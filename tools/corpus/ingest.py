@@ -1,0 +1,233 @@
+"""Ingest PDFs into a corpus store: parallel extraction, one transaction per document, resumable.
+
+Re-running is idempotent: a file whose sha256 is already stored under its id is skipped;
+a changed file (same source path, new bytes) is re-ingested. Bad files are recorded as
+per-document errors with a one-line reason and never stop the batch. Extraction runs in
+worker processes; only the parent writes to SQLite, one document per transaction, so a
+kill at any moment leaves whole documents only, and re-running completes the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.corpus.pdf import DocumentRecord, PdfError, read_pdf, sha256_file
+from tools.corpus.store import CorpusStore
+from tools.errors import DossierError
+
+__all__ = ["IngestConfig", "IngestSummary", "find_pdfs", "ingest", "OcrHook"]
+
+log = logging.getLogger(__name__)
+
+INLINE_JOBS = 8  # at most this many files are extracted in-process unless workers is set
+
+# Called after ingest with the store and the pages flagged for OCR; returns pages it read.
+OcrHook = Callable[[CorpusStore, list[tuple[str, int]]], int]
+
+
+@dataclass(slots=True)
+class IngestConfig:
+    password: str | None = None  # tried on encrypted PDFs
+    workers: int = 0  # extraction processes; 0 = one per CPU core
+    ocr: OcrHook | None = None  # reads pages whose text layer is unusable (OCR backends plug in here)
+
+    def __post_init__(self):
+        if self.workers < 0:
+            raise DossierError(f"workers must be >= 0 (0 = one per core), got {self.workers}")
+
+
+@dataclass(slots=True)
+class IngestSummary:
+    documents: int = 0  # documents ingested by this run
+    pages: int = 0  # pages ingested by this run
+    skipped: int = 0  # already in the store with the same sha256
+    errors: list[dict] = field(default_factory=list)  # {"path", "reason"} for files that failed in this run
+    needs_ocr: int = 0  # pages of this run's documents flagged for OCR
+    ocr_pages: int = 0  # pages read by the OCR hook
+    seconds: float = 0.0
+
+    @property
+    def pages_per_second(self) -> float:
+        return self.pages / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self, store: CorpusStore) -> dict:
+        return {
+            "documents": self.documents,
+            "pages": self.pages,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "pages_needing_ocr": self.needs_ocr,
+            "ocr_pages": self.ocr_pages,
+            "seconds": round(self.seconds, 3),
+            "pages_per_second": round(self.pages_per_second, 1),
+            "corpus": {"path": str(store.root), **store.stats()},
+        }
+
+
+def find_pdfs(inputs: Iterable[str | Path]) -> list[Path]:
+    """Expand files and directories (recursively, *.pdf in any case) into a sorted file list.
+
+    Raises:
+        DossierError: an input path does not exist.
+    """
+    found: dict[Path, None] = {}
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            for sub in sorted(path.rglob("*")):
+                if sub.is_file() and sub.suffix.lower() == ".pdf":
+                    found[sub.resolve()] = None
+        elif path.is_file():
+            found[path.resolve()] = None
+        else:
+            raise DossierError(f"{path}: no such file or directory (give PDF files or folders of PDFs)")
+    return list(found)
+
+
+@dataclass(slots=True)
+class _Job:
+    path: Path
+    doc_id: str
+    sha256: str
+    size: int
+
+
+def _extract(path: str, password: str | None, sha256: str) -> DocumentRecord | str:
+    """Worker: a DocumentRecord, or the one-line reason the file cannot be ingested."""
+    try:
+        return read_pdf(path, password, sha256)
+    except PdfError as err:
+        return str(err)
+    except Exception as err:  # a reader bug must cost one document, not the batch
+        return f"unreadable PDF ({type(err).__name__}: {str(err)[:120]})"
+
+
+def _plan(store: CorpusStore, paths: list[Path], summary: IngestSummary) -> list[_Job]:
+    """Decide, per file, whether to skip, ingest or reject it (duplicate id)."""
+    jobs: list[_Job] = []
+    claimed: dict[str, Path] = {}
+    existing = {d.id: d for d in store.documents()}
+    for path in paths:
+        doc_id = path.stem
+        try:
+            size = path.stat().st_size
+            digest = sha256_file(path)
+        except OSError as err:
+            _fail(store, summary, path, f"cannot read file ({err.strerror})")
+            continue
+        if doc_id in claimed:
+            _fail(store, summary, path, f"document id {doc_id!r} is already taken by {claimed[doc_id]}; rename one file")
+            continue
+        claimed[doc_id] = path
+        old = existing.get(doc_id)
+        if old is not None and old.sha256 == digest:
+            summary.skipped += 1
+            continue
+        if old is not None and old.source_path != str(path):
+            _fail(store, summary, path, f"document id {doc_id!r} is already used by {old.source_path}; rename the file")
+            continue
+        jobs.append(_Job(path, doc_id, digest, size))
+    return jobs
+
+
+def _fail(store: CorpusStore, summary: IngestSummary, path: Path, reason: str, job: _Job | None = None) -> None:
+    summary.errors.append({"path": str(path), "reason": reason})
+    store.record_error(str(path), reason, job.doc_id if job else None, job.sha256 if job else None)
+
+
+def _commit(store: CorpusStore, job: _Job, result: DocumentRecord | str, summary: IngestSummary) -> None:
+    if isinstance(result, str):
+        _fail(store, summary, job.path, result, job)
+        return
+    target = store.pdf_dir / f"{job.doc_id}.pdf"
+    tmp = target.with_name(f".{target.name}.tmp")
+    if result.decrypted is not None:
+        tmp.write_bytes(result.decrypted)
+        result.decrypted = None
+    else:
+        shutil.copyfile(job.path, tmp)
+    os.replace(tmp, target)
+    store.add_document(job.doc_id, str(job.path), job.size, result)
+    summary.documents += 1
+    summary.pages += len(result.pages)
+    summary.needs_ocr += sum(1 for p in result.pages if p.ocr_reason)
+
+
+def ingest(inputs: list[str | Path], corpus: str | Path, config: IngestConfig | None = None,
+           progress: Callable[[int, int, int], None] | None = None) -> IngestSummary:
+    """Ingest PDFs (files or folders) into the corpus directory, creating it when missing.
+
+    Args:
+        inputs: PDF files and/or directories searched recursively for *.pdf.
+        corpus: the corpus directory.
+        config: password, worker count and OCR hook.
+        progress: called as progress(done_files, total_files, pages_so_far) after each file.
+
+    Returns:
+        What this run did; bad files are in `errors`, never raised.
+    """
+    config = config or IngestConfig()
+    start = time.perf_counter()
+    paths = find_pdfs(inputs)
+    if not paths:
+        raise DossierError(f"no PDF files found in {', '.join(str(i) for i in inputs)}")
+    store = CorpusStore(corpus, create=True)
+    summary = IngestSummary()
+    jobs = _plan(store, paths, summary)
+    done = len(paths) - len(jobs)
+    if progress:
+        progress(done, len(paths), 0)
+    workers = min(config.workers or os.cpu_count() or 1, max(len(jobs), 1))
+    if len(jobs) <= INLINE_JOBS and not config.workers:
+        workers = 1  # starting worker processes costs more than a few small files
+
+    def finished(job: _Job, result: DocumentRecord | str) -> None:
+        nonlocal done
+        _commit(store, job, result, summary)
+        done += 1
+        if progress:
+            progress(done, len(paths), summary.pages)
+
+    if workers <= 1:
+        for job in jobs:
+            finished(job, _extract(str(job.path), config.password, job.sha256))
+    else:
+        _run_pool(jobs, config.password, workers, finished)
+    if config.ocr is not None:
+        pending = store.pages_needing_ocr()
+        if pending:
+            summary.ocr_pages = config.ocr(store, pending)
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _run_pool(jobs: list[_Job], password: str | None, workers: int, finished) -> None:
+    """Extract in worker processes; if a PDF crashes a worker, retry the rest one by one in isolation."""
+    context = multiprocessing.get_context("spawn")
+    pending = list(jobs)
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        futures: dict[Future, _Job] = {pool.submit(_extract, str(j.path), password, j.sha256): j for j in pending}
+        try:
+            for future in as_completed(futures):
+                job = futures[future]
+                finished(job, future.result())
+                pending.remove(job)
+        except BrokenProcessPool:
+            log.warning("a PDF crashed an extraction worker; retrying the remaining %d files one by one", len(pending))
+    for job in list(pending):
+        with ProcessPoolExecutor(1, mp_context=context) as solo:
+            try:
+                result = solo.submit(_extract, str(job.path), password, job.sha256).result()
+            except BrokenProcessPool:
+                result = "the PDF crashed the PDF reader (damaged file)"
+        finished(job, result)
+
