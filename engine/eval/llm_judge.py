@@ -1,0 +1,132 @@
+"""An LLM judge on Dossier's own inference engine, import-guarded.
+
+`CompletionJudge` turns any text-completion function `prompt -> reply` into a judge: it
+renders MADQA's rubric (`engine.eval.judge.build_judge_prompt`) and reads the verdict from
+the reply. `CompletionRowJudge` does the same for MuDABench's per-document row judge.
+`load_engine_judge(model)` builds one on `engine.llm_engine` (issue 4). That
+module is imported only here, lazily, and only when `--judge MODEL` is given. The adapter
+expects the engine to offer
+
+    engine.llm_engine.complete(model: str, prompt: str, *, max_tokens: int, temperature: float) -> str
+
+(one chat turn, greedy at temperature 0). Until the engine lands, `--judge` stops with a
+clear error; a judge can still be passed from Python (`EvalConfig(judge=...)`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Callable
+
+from engine.eval.judge import Verdict, build_judge_prompt, parse_verdict
+from tools.errors import DossierError
+
+__all__ = [
+    "CompletionJudge",
+    "CompletionRowJudge",
+    "build_row_judge_prompt",
+    "parse_correct_fields",
+    "load_engine_complete",
+    "load_engine_judge",
+]
+
+# MuDABench's document-wise row judge, in our own words.
+_ROW_PROMPT = """You check which facts of one gold table row a system extracted from one document.
+
+Question being answered: {question}
+Gold row (already matched to this document; do not judge the document's identity): {row}
+Columns to check, with their expected values: {columns}
+The system's complete dialog with this document:
+{dialog}
+
+Rules: judge each column on its own, against this row and this dialog only. A column is correct only when the
+dialog states the same fact for the same entity and year. Numbers are correct when the integer digits and the
+first decimal place agree, unless the value is an identifier that must match exactly. Extra information in the
+dialog does not matter. Count each column at most once.
+
+Reply with JSON only: {{"correct_metric_fields": ["<column name>", ...]}} (an empty list when none is correct)."""
+
+
+class CompletionJudge:
+    """A judge backed by a completion function; replies without a verdict count as incorrect.
+
+    Args:
+        complete: prompt -> the model's reply.
+        retries: extra attempts when a reply names no verdict.
+    """
+
+    def __init__(self, complete: Callable[[str], str], retries: int = 1) -> None:
+        self.complete = complete
+        self.retries = retries
+        self.unparsed = 0  # replies that named no verdict (after retries)
+
+    def __call__(self, question: str, gold_variants: list[list[str]], answer: str | list[str]) -> Verdict:
+        prompt = build_judge_prompt(question, gold_variants, answer)
+        for _ in range(self.retries + 1):
+            reply = self.complete(prompt)
+            try:
+                return parse_verdict(reply)
+            except DossierError:
+                continue
+        self.unparsed += 1
+        return Verdict.incorrect
+
+
+def build_row_judge_prompt(question: str, row: dict, columns: dict, dialog: str) -> str:
+    """Render the MuDABench row-judge prompt for one gold row and one document dialog."""
+    return _ROW_PROMPT.format(question=question, row=json.dumps(row, ensure_ascii=False, sort_keys=True),
+                              columns=json.dumps(columns, ensure_ascii=False), dialog=dialog or "(empty dialog)")
+
+
+def parse_correct_fields(reply: str, columns: dict) -> list[str]:
+    """The column names a row-judge reply marks correct, restricted to the row's columns."""
+    match = re.search(r"\{.*\}", reply, re.DOTALL)
+    fields: list = []
+    if match:
+        try:
+            parsed = json.loads(match.group(0))
+            fields = parsed.get("correct_metric_fields", []) if isinstance(parsed, dict) else []
+        except json.JSONDecodeError:
+            fields = []
+    return sorted({str(f) for f in fields if str(f) in columns}) if isinstance(fields, list) else []
+
+
+class CompletionRowJudge:
+    """A MuDABench row judge backed by a completion function (see `engine.eval.mudabench`)."""
+
+    def __init__(self, complete: Callable[[str], str]) -> None:
+        self.complete = complete
+
+    def __call__(self, question: str, row: dict, columns: dict, dialog: str) -> list[str]:
+        return parse_correct_fields(self.complete(build_row_judge_prompt(question, row, columns, dialog)), columns)
+
+
+def load_engine_complete(model: str, max_tokens: int = 256) -> Callable[[str], str]:
+    """prompt -> reply on `engine.llm_engine`, greedy.
+
+    Raises:
+        DossierError: the inference engine is not part of this installation yet, or it lacks
+            the `complete` entry point this adapter calls.
+    """
+    try:
+        llm_engine = importlib.import_module("engine.llm_engine")
+    except ImportError as err:
+        raise DossierError(
+            f"--judge {model}: the LLM judge needs Dossier's inference engine (engine/llm_engine.py), which this "
+            "installation does not have yet; run without --judge (ANLS*, exact match and all other metrics still "
+            "work) or pass a judge from Python with EvalConfig(judge=...)"
+        ) from err
+    complete = getattr(llm_engine, "complete", None)
+    if not callable(complete):
+        raise DossierError(
+            f"--judge {model}: engine.llm_engine has no complete(model, prompt, max_tokens=, temperature=) function, "
+            "which the judge adapter (engine/eval/llm_judge.py) calls; update one of the two"
+        )
+    return lambda prompt: complete(model, prompt, max_tokens=max_tokens, temperature=0.0)
+
+
+def load_engine_judge(model: str, max_tokens: int = 256) -> CompletionJudge:
+    """A `CompletionJudge` running `model` on `engine.llm_engine` (errors as `load_engine_complete`)."""
+    return CompletionJudge(load_engine_complete(model, max_tokens))

@@ -1,0 +1,174 @@
+"""MuDABench: numeric tolerance, final-answer scoring and intermediate-fact coverage.
+
+Tolerance (every MuDABench judge prompt): a number is right when its integer digits and its
+first decimal place are right — 12.34 and 12.3 match 12.31; 12.4 does not. Compared as
+decimals truncated to one place (no float rounding surprises).
+
+Coverage (MuDABench's `eval/evaluate.py`, document-wise metric-only judge): every gold source
+row belongs to one document; the system's dialog with that document is judged column by column
+against the row's metric columns ("values.*" and "details.*"). Per question and summed over
+questions:
+  cell accuracy   = correct metric cells / metric cells;
+  row accuracy    = rows with every metric column correct / rows;
+  column accuracy = columns correct in every row they appear in / distinct columns.
+
+Record shapes (canonical files carry them as extra fields):
+  question["source_rows"] = [{"row_index": 0, "document": "doc-17", "values": {...}, "details": {...}}, ...]
+  prediction["document_dialogs"] = {"doc-17": "Q: ...\\nA: ..." | [{"prompt": ..., "answer": ...}, ...]}
+A row judge is any callable (question, row, metric_columns, dialog) -> iterable of correct field
+names; `tolerance_row_judge` is the deterministic one used without an LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from decimal import ROUND_DOWN, Decimal, InvalidOperation
+
+__all__ = [
+    "numeric_match",
+    "extract_numbers",
+    "mudabench_answer_correct",
+    "metric_columns",
+    "dialog_text",
+    "tolerance_row_judge",
+    "coverage_for_question",
+    "combine_coverage",
+]
+
+_NUMBER = re.compile(r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+_EXCLUDED_DETAILS = {"aligned_from_span", "span_role", "source_span_years", "source_span_fact_type",
+                     "paired_year", "year_source"}  # bookkeeping fields MuDABench never scores
+RowJudge = Callable[[str, dict, dict, str], Iterable[str]]
+
+
+def extract_numbers(text: str) -> list[Decimal]:
+    """Every number in the text, thousands separators removed ("1,234.5" -> 1234.5)."""
+    found = []
+    for token in _NUMBER.findall(text):
+        try:
+            found.append(Decimal(token.replace(",", "").replace("−", "-")))
+        except InvalidOperation:  # pragma: no cover - the pattern only matches valid numbers
+            continue
+    return found
+
+
+def _one_decimal(value: Decimal) -> Decimal:
+    return value.quantize(Decimal("0.1"), rounding=ROUND_DOWN)
+
+
+def numeric_match(predicted: str | float | Decimal, gold: str | float | Decimal) -> bool:
+    """MuDABench tolerance: same sign, same integer digits and same first decimal place.
+
+    Strings are read by their first number; False when either side holds none.
+    """
+    def first(value) -> Decimal | None:
+        if isinstance(value, Decimal):
+            return value
+        if isinstance(value, (int, float)):
+            return Decimal(str(value))
+        numbers = extract_numbers(str(value))
+        return numbers[0] if numbers else None
+
+    p, g = first(predicted), first(gold)
+    if p is None or g is None:
+        return False
+    return _one_decimal(p) == _one_decimal(g)
+
+
+def _value_found(expected: object, text: str) -> bool:
+    if isinstance(expected, bool) or expected is None:
+        return str(expected).lower() in text.lower()
+    if isinstance(expected, (int, float)):
+        return any(numeric_match(n, expected) for n in extract_numbers(text))
+    expected_text = str(expected).strip()
+    gold_numbers = extract_numbers(expected_text)
+    if gold_numbers and _NUMBER.fullmatch(expected_text.replace(" ", "").rstrip("%")):
+        return any(numeric_match(n, gold_numbers[0]) for n in extract_numbers(text))
+    return bool(expected_text) and expected_text.casefold() in text.casefold()
+
+
+def mudabench_answer_correct(answer: str | list[str] | None, gold_variants: list[list[str]]) -> bool:
+    """Deterministic reading of MuDABench's final-answer rule: the answer holds every key fact of
+    some gold variant — numbers under the tolerance, text as a case-insensitive substring."""
+    if answer is None:
+        return False
+    text = " ".join(answer) if isinstance(answer, list) else str(answer)
+    if not text.strip():
+        return False
+    return any(variant and all(_value_found(part, text) for part in variant) for variant in gold_variants)
+
+
+def metric_columns(row: dict) -> dict[str, object]:
+    """The row's scorable columns: "values.<k>" and "details.<k>" (MuDABench's naming)."""
+    columns = {f"values.{k}": v for k, v in sorted((row.get("values") or {}).items())}
+    columns.update({f"details.{k}": v for k, v in sorted((row.get("details") or {}).items())
+                    if k not in _EXCLUDED_DETAILS})
+    if not columns and row.get("fact_type") is not None:
+        columns["fact_type"] = row["fact_type"]
+    return columns
+
+
+def dialog_text(dialog: object) -> str:
+    """A document dialog as text: strings as they are, [{prompt, answer}] as Q:/A: lines."""
+    if dialog is None:
+        return ""
+    if isinstance(dialog, str):
+        return dialog
+    if isinstance(dialog, list):
+        lines = []
+        for turn in dialog:
+            if isinstance(turn, dict):
+                lines.append(f"Q: {turn.get('prompt', turn.get('question', ''))}\nA: {turn.get('answer', '')}")
+            else:
+                lines.append(str(turn))
+        return "\n".join(lines)
+    return json.dumps(dialog, ensure_ascii=False)
+
+
+def tolerance_row_judge(question: str, row: dict, columns: dict, dialog: str) -> list[str]:
+    """Columns whose expected value appears in the dialog (numbers under MuDABench's tolerance)."""
+    return [field for field, expected in columns.items() if _value_found(expected, dialog)]
+
+
+def coverage_for_question(question: str, rows: list[dict], dialogs: dict, judge: RowJudge) -> dict:
+    """Row, cell and column counts for one question.
+
+    Args:
+        question: the question text (passed to the judge).
+        rows: the gold source rows, each with its "document".
+        dialogs: document id -> that document's dialog; a row whose document has none is all wrong.
+        judge: the row judge.
+    """
+    row_correct = cell_correct = cell_total = 0
+    column_stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # field -> [correct, total]
+    for row in rows:
+        columns = metric_columns(row)
+        dialog = dialog_text(dialogs.get(str(row.get("document")))) if dialogs else ""
+        judged = set(judge(question, row, columns, dialog)) if dialog.strip() else set()
+        correct_fields = judged & set(columns)
+        cell_correct += len(correct_fields)
+        cell_total += len(columns)
+        row_correct += bool(columns) and len(correct_fields) == len(columns)
+        for field in columns:
+            column_stats[field][1] += 1
+            column_stats[field][0] += field in correct_fields
+    return {
+        "row_correct": row_correct, "row_total": len(rows),
+        "cell_correct": cell_correct, "cell_total": cell_total,
+        "column_correct": sum(1 for c, t in column_stats.values() if t and c == t),
+        "column_total": len(column_stats),
+    }
+
+
+def combine_coverage(per_question: list[dict]) -> dict:
+    """Sum counts over questions (MuDABench's micro average) and turn them into accuracies."""
+    summed = {key: sum(q[key] for q in per_question) for key in
+              ("row_correct", "row_total", "cell_correct", "cell_total", "column_correct", "column_total")}
+    for level in ("row", "cell", "column"):
+        total = summed[f"{level}_total"]
+        summed[f"{level}_accuracy"] = summed[f"{level}_correct"] / total if total else None
+    summed["questions"] = len(per_question)
+    return summed
