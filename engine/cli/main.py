@@ -11,6 +11,7 @@ import typer
 
 from engine.cli import corpus as corpus_cli
 from engine.cli import data as data_cli
+from engine.cli import eval as eval_cli
 from engine.cli import info as info_cli
 from engine.cli import search as search_cli
 
@@ -33,7 +34,7 @@ def _root() -> None:
 
 
 # Each command group lives in its own module with a `register(app)` function.
-for _module in (corpus_cli, search_cli, data_cli, info_cli):
+for _module in (corpus_cli, search_cli, data_cli, info_cli, eval_cli):
     _module.register(app)
 
 

@@ -1,0 +1,257 @@
+"""`dossier eval`: score a run (accuracy, attribution, effort, taxonomy, statistics) and its subcommands.
+
+    dossier eval RUN_DIR                       # a run directory: gold path read from run.json
+    dossier eval PRED.jsonl --gold Q.jsonl     # or predictions + gold (+ --trajectories T.jsonl)
+    dossier eval compare RUN_A RUN_B           # paired McNemar test and Cohen's kappa
+    dossier eval splits EVAL_DIR... --out DIR  # CTT test/dev/train splits from several systems
+    dossier eval calibrate-judge LABELS.jsonl  # judge sensitivity q1 and specificity q0
+
+`dossier eval PRED` and `dossier eval score PRED` are the same command: the group runs
+`score` whenever its first word is not a subcommand name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from engine.cli.options import FormatOpt, OutputFormat, emit_json
+
+__all__ = ["register", "eval_app"]
+
+SUBCOMMANDS_NOTE = "Subcommands: compare, splits, calibrate-judge; anything else is scored (`score` is implied)."
+
+
+class _DefaultScoreGroup(TyperGroup):
+    """Runs `score` when the first argument is not a subcommand, so `dossier eval PRED` works."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["score", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(
+    cls=_DefaultScoreGroup,
+    no_args_is_help=True,
+    help="Score predictions against gold: ANLS*, Page/Doc F1, Kuiper, taxonomy, statistics. " + SUBCOMMANDS_NOTE,
+)
+
+GoldOpt = Annotated[Path | None, typer.Option("--gold", "-g", help="Gold questions JSONL (canonical format).")]
+
+
+def _print_rows(rows: list[tuple[str, str, str]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        typer.echo(f"{name:<{width}}  {value:>7}  {note}".rstrip())
+
+
+@eval_app.command("score")
+def score(
+    source: Annotated[Path, typer.Argument(help="A run directory (run.json + predictions.jsonl) or a predictions JSONL.")],
+    gold: GoldOpt = None,
+    trajectories: Annotated[Path | None, typer.Option("--trajectories", "-t", help="Trajectories JSONL.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Model for the semantic-accuracy LLM judge.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write report.json/.md/.html and items.jsonl here "
+                                              "(default for a run directory: RUN_DIR/eval).")] = None,
+    q0: Annotated[float, typer.Option(help="Judge specificity for the Rogan-Gladen correction.")] = 1.0,
+    q1: Annotated[float, typer.Option(help="Judge sensitivity for the Rogan-Gladen correction.")] = 0.98,
+    judge_m0: Annotated[int, typer.Option(help="Calibration items a human marked incorrect.")] = 48,
+    judge_m1: Annotated[int, typer.Option(help="Calibration items a human marked correct.")] = 152,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for the Kuiper interval (0: none).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    drift: Annotated[bool, typer.Option(help="Query drift with all-MiniLM-L6-v2 (needs trajectories).")] = True,
+    docvqa_strict: Annotated[bool, typer.Option(help="DocVQA-2026: no 'FINAL ANSWER:' means wrong.")] = False,
+    fmt: FormatOpt = OutputFormat.human,
+) -> None:
+    """Score a run or a predictions file; print the headline metrics and write the reports.
+
+    Example:
+        $ dossier eval runs/bm25
+        accuracy (ANLS* ≥ 0.5)   62.4%  [58.1, 66.5]
+        Page F1                  0.581  P 0.602 R 0.597
+        Kuiper                   18.40  [12.10, 29.80]; n=500, dropped 0 with effort 0
+        reports: runs/bm25/eval/report.html (.md, .json, items.jsonl)
+    """
+    from engine.eval.calibration import JudgeCalibration
+    from engine.eval.evaluate import EvalConfig, evaluate
+    from engine.eval.inputs import load_inputs
+    from engine.eval.report import json_safe, write_reports
+    from engine.eval.report_markdown import headline_rows
+
+    inputs = load_inputs(source, gold, trajectories)
+    config = EvalConfig(calibration=JudgeCalibration(q1=q1, q0=q0, m1=judge_m1, m0=judge_m0),
+                        bootstrap=bootstrap, seed=seed, docvqa_require_marker=docvqa_strict)
+    if judge:
+        from engine.eval.llm_judge import CompletionJudge, CompletionRowJudge, load_engine_complete
+
+        complete = load_engine_complete(judge)
+        config.judge, config.coverage_judge = CompletionJudge(complete), CompletionRowJudge(complete)
+    if drift and inputs.episodes:
+        from engine.eval.embeddings import MiniLMEmbedder
+
+        config.embedder = MiniLMEmbedder()
+    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, config, inputs.errors)
+    result.report["inputs"] = inputs.paths
+    if out is None and source.is_dir():
+        out = source / "eval"
+    files = write_reports(out, result.report, result.items, f"Dossier evaluation: {source}") if out else None
+    report = json_safe(result.report)
+    if fmt is OutputFormat.json:
+        emit_json({**report, "files": files})
+        return
+    typer.echo(f"{report['n']} gold items, {report['n_predictions']} predictions "
+               f"({report['missing_predictions']} gold items without prediction, counted wrong; "
+               f"{report['unmatched_predictions']} predictions unmatched; {report['skipped_lines']} lines skipped)")
+    _print_rows(headline_rows(report))
+    counts = report["taxonomy"]["counts"]
+    typer.echo("taxonomy: " + " · ".join(f"{name.replace('_', ' ')} {count}" for name, count in counts.items() if count))
+    hops = report["breakdowns"]["hop_type"]
+    typer.echo("by hop type: " + " · ".join(f"{name} {100 * s['accuracy']:.1f}% (n={s['n']})" for name, s in hops.items()))
+    steps = report.get("steps")
+    if steps:
+        budget = " ".join(f"N={r['budget']}:{100 * r['accuracy']:.0f}%" for r in steps["accuracy_at_budget"][:11])
+        first = steps["first_query"]
+        typer.echo(f"accuracy at search budget: {budget}")
+        typer.echo(f"first search hit: page {_pct(first['page_hit_rate'])}, document {_pct(first['doc_hit_rate'])}"
+                   + (f"; query drift {steps['query_drift']['mean']:.3f}" if steps.get("query_drift")
+                      and steps["query_drift"]["mean"] is not None else ""))
+    if files:
+        typer.echo(f"reports: {files['html']} (.md, .json, items.jsonl)")
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+@eval_app.command("compare")
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="System A: eval dir (items.jsonl), run dir, or predictions file.")],
+    run_b: Annotated[Path, typer.Argument(help="System B, same kinds as A.")],
+    gold: GoldOpt = None,
+    fmt: FormatOpt = OutputFormat.human,
+) -> None:
+    """Paired comparison of two systems: exact McNemar test and Cohen's kappa on shared items.
+
+    Example:
+        $ dossier eval compare runs/bm25 runs/rag
+        A runs/bm25: 62.0% [57.7, 66.1]   B runs/rag: 55.0% [50.6, 59.3]   paired items 500
+        both correct 250 · only A 60 · only B 25 · both wrong 165
+        McNemar exact p = 0.00021 · Cohen's kappa = 0.412
+    """
+    from engine.eval.compare import compare_items, load_system_items, system_name
+    from engine.eval.report_markdown import ci_text
+
+    result = compare_items(load_system_items(run_a, gold), load_system_items(run_b, gold))
+    result = {"a": system_name(run_a), "b": system_name(run_b), **result}
+    if fmt is OutputFormat.json:
+        emit_json(result)
+        return
+    typer.echo(f"A {result['a']}: {_pct(result['accuracy_a'])} {ci_text(result['accuracy_a_ci'])}   "
+               f"B {result['b']}: {_pct(result['accuracy_b'])} {ci_text(result['accuracy_b_ci'])}   "
+               f"paired items {result['n_paired']}"
+               + (f" (only in A {result['only_in_a']}, only in B {result['only_in_b']})"
+                  if result["only_in_a"] or result["only_in_b"] else ""))
+    typer.echo(f"both correct {result['both_correct']} · only A {result['only_a_correct']} · "
+               f"only B {result['only_b_correct']} · both wrong {result['both_wrong']}")
+    kappa = "undefined" if result["cohen_kappa"] is None else f"{result['cohen_kappa']:.3f}"
+    typer.echo(f"McNemar exact p = {result['mcnemar_p']:.3g} · Cohen's kappa = {kappa}")
+
+
+@eval_app.command("splits")
+def splits(
+    systems: Annotated[list[Path], typer.Argument(help="One result per system: eval dirs, run dirs or predictions.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for splits.json and item_statistics.jsonl.")],
+    gold: GoldOpt = None,
+    test_size: Annotated[int | None, typer.Option(help="Test items (default: 2/9 of all, MADQA's 500 of 2,250).")] = None,
+    dev_size: Annotated[int | None, typer.Option(help="Dev items (default: 4/45 of all, MADQA's 200).")] = None,
+    sentinel_share: Annotated[float, typer.Option(help="Share of each split kept for items with p <= 0.1.")] = 0.2,
+    fmt: FormatOpt = OutputFormat.human,
+) -> None:
+    """Classical-Test-Theory splits (MADQA): difficulty, discrimination, sentinel pool, 9 difficulty bins.
+
+    Example:
+        $ dossier eval splits runs/*/eval --out splits
+        16 systems x 2250 items -> test 500 (100 sentinel), dev 200, train 1550
+        Spearman rho (system ranking on test vs all items) = 0.912
+        wrote splits/splits.json, splits/item_statistics.jsonl
+    """
+    import json
+
+    import numpy as np
+
+    from engine.datasets.formats import write_jsonl
+    from engine.eval.compare import load_system_items, system_name
+    from engine.eval.splits import SplitConfig, make_splits
+    from tools.errors import DossierError
+
+    if len(systems) < 2:
+        raise DossierError(f"CTT splits need results from at least 2 systems, got {len(systems)}")
+    results = [load_system_items(path, gold) for path in systems]
+    ids = list(dict.fromkeys(item.id for items in results for item in items))
+    column = {item_id: j for j, item_id in enumerate(ids)}
+    outcomes = np.zeros((len(results), len(ids)), dtype=np.int64)  # (systems, items); absent = wrong
+    absent = 0
+    for i, items in enumerate(results):
+        absent += len(ids) - len(items)
+        for item in items:
+            outcomes[i, column[item.id]] = int(bool(item.correct))
+    config = SplitConfig(test_size=round(len(ids) * 500 / 2250) if test_size is None else test_size,
+                         dev_size=round(len(ids) * 200 / 2250) if dev_size is None else dev_size,
+                         sentinel_share=sentinel_share)
+    names = [system_name(path) for path in systems]
+    result = make_splits(ids, outcomes, names, config)
+    result["absent_outcomes"] = absent
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "splits.json").write_text(json.dumps({k: v for k, v in result.items() if k != "items"}, indent=2) + "\n",
+                                     encoding="utf-8")
+    write_jsonl(out / "item_statistics.jsonl", result["items"])
+    if fmt is OutputFormat.json:
+        emit_json({**{k: v for k, v in result.items() if k != "items"}, "out": str(out)})
+        return
+    summary = result["summary"]
+    typer.echo(f"{len(names)} systems x {len(ids)} items -> test {summary['test']['n']} "
+               f"({len(result['sentinel'])} sentinel), dev {summary['dev']['n']}, train {summary['train']['n']}"
+               + (f"; {absent} missing outcomes counted wrong" if absent else ""))
+    rho = "undefined" if result["spearman_rho"] is None else f"{result['spearman_rho']:.3f}"
+    typer.echo(f"Spearman rho (system ranking on test vs all items) = {rho}")
+    typer.echo(f"wrote {out / 'splits.json'}, {out / 'item_statistics.jsonl'}")
+
+
+@eval_app.command("calibrate-judge")
+def calibrate_judge(
+    labels: Annotated[Path, typer.Argument(help='JSONL, one item a line: {"human": "correct", "judge": "partial"}.')],
+    fmt: FormatOpt = OutputFormat.human,
+) -> None:
+    """Judge sensitivity q1 and specificity q0 from human labels (partial counts as correct).
+
+    Example:
+        $ dossier eval calibrate-judge labels.jsonl
+        q1 (sensitivity) = 0.980 [0.943, 0.993] over 152 human-correct items
+        q0 (specificity) = 1.000 [0.926, 1.000] over 48 human-incorrect items
+        use: dossier eval RUN --judge MODEL --q1 0.98 --q0 1.0 --judge-m1 152 --judge-m0 48
+    """
+    from engine.eval.calibration import calibrate_judge as calibrate, load_judge_labels
+    from engine.eval.report_markdown import ci_text
+
+    pairs, errors = load_judge_labels(labels)
+    result = {**calibrate(pairs), "skipped_lines": [str(e) for e in errors]}
+    if fmt is OutputFormat.json:
+        emit_json(result)
+        return
+    for err in errors:
+        typer.echo(f"skipped {err}", err=True)
+    for key, name, group in (("q1", "sensitivity", "human-correct"), ("q0", "specificity", "human-incorrect")):
+        value = "undefined" if result[key] is None else f"{result[key]:.3f}"
+        typer.echo(f"{key} ({name}) = {value} {ci_text(result[key + '_ci'], as_percent=False, digits=3)} "
+                   f"over {result['m1' if key == 'q1' else 'm0']} {group} items")
+    if result["q0"] is not None and result["q1"] is not None:
+        typer.echo(f"use: dossier eval RUN --judge MODEL --q1 {result['q1']:.3g} --q0 {result['q0']:.3g} "
+                   f"--judge-m1 {result['m1']} --judge-m0 {result['m0']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(eval_app, name="eval")

@@ -1,0 +1,73 @@
+"""Comparing systems item by item: paired exact McNemar test and Cohen's kappa.
+
+Both work on the items two systems share (matched by gold id) and on each item's `correct`
+flag (the judge's verdict when the evaluation used a judge, else ANLS* >= 0.5). A system is
+given as an evaluation directory (items.jsonl from `dossier eval --out`), a run directory
+(scored here, without a judge), or a predictions file plus the gold file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.eval.items import ItemResult
+from engine.eval.report import load_item_results
+from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
+
+__all__ = ["load_system_items", "compare_items", "system_name"]
+
+
+def system_name(source: str | Path) -> str:
+    """A short name for a system: the directory name (its parent for an `eval` output folder)."""
+    path = Path(source).resolve()
+    if path.is_file():
+        return path.parent.name if path.name == "items.jsonl" else path.stem
+    return f"{path.parent.name}/{path.name}" if path.name == "eval" else path.name
+
+
+def load_system_items(source: str | Path, gold: str | Path | None = None) -> list[ItemResult]:
+    """Item results of one system (see the module docstring for what `source` may be)."""
+    from engine.eval.evaluate import EvalConfig, evaluate
+    from engine.eval.inputs import load_inputs
+
+    path = Path(source)
+    if path.is_file() and path.name == "items.jsonl":
+        return load_item_results(path)
+    if path.is_dir() and (path / "items.jsonl").is_file():
+        return load_item_results(path)
+    inputs = load_inputs(path, gold)
+    return evaluate(inputs.questions, inputs.predictions, None, EvalConfig(bootstrap=0), inputs.errors).items
+
+
+def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95) -> dict:
+    """Paired comparison of two systems on their shared items.
+
+    Returns:
+        accuracies with Wilson intervals, the 2x2 table (both right, only A, only B, both
+        wrong), the exact McNemar p-value, Cohen's kappa, and how many items were not shared.
+    """
+    by_id_b = {item.id: item for item in b}
+    paired = [(item, by_id_b[item.id]) for item in a if item.id in by_id_b]
+    n = len(paired)
+    right_a = [x.correct for x, _ in paired]
+    right_b = [y.correct for _, y in paired]
+    only_a = sum(1 for x, y in zip(right_a, right_b) if x and not y)
+    only_b = sum(1 for x, y in zip(right_a, right_b) if y and not x)
+    both = sum(1 for x, y in zip(right_a, right_b) if x and y)
+    k_a, k_b = sum(right_a), sum(right_b)
+    return {
+        "n_paired": n,
+        "only_in_a": len(a) - n,
+        "only_in_b": len(b) - n,
+        "accuracy_a": k_a / n if n else None,
+        "accuracy_a_ci": list(wilson_interval(k_a, n, level)),
+        "accuracy_b": k_b / n if n else None,
+        "accuracy_b_ci": list(wilson_interval(k_b, n, level)),
+        "difference": (k_a - k_b) / n if n else None,
+        "both_correct": both,
+        "only_a_correct": only_a,
+        "only_b_correct": only_b,
+        "both_wrong": n - both - only_a - only_b,
+        "mcnemar_p": mcnemar_exact(only_a, only_b),
+        "cohen_kappa": cohen_kappa(right_a, right_b),
+    }

@@ -1,0 +1,138 @@
+"""The evaluation orchestrator: gold + predictions (+ trajectories) -> item results and a report.
+
+    from engine.eval import EvalConfig, evaluate, load_inputs
+    inputs = load_inputs("runs/bm25")            # a run directory, or predictions + gold
+    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig())
+    result.report["accuracy"], result.report["kuiper"]
+
+The report's keys are documented in README.md ("dossier eval"). Nothing here loads a model
+unless asked: the judge and the drift embedder are passed in by the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.datasets.formats import LineError, Prediction, Question
+from engine.eval.anls import ACCURACY_THRESHOLD, ANLSScorer
+from engine.eval.calibration import JudgeCalibration
+from engine.eval.items import ItemResult, score_item
+from engine.eval.matching import GoldIndex, match_records
+from engine.eval.mudabench import combine_coverage, coverage_for_question, tolerance_row_judge
+from engine.eval.steps import accuracy_at_budgets, first_query_hits, query_drift
+from engine.eval.summary import breakdowns, summarize
+from engine.eval.trajectories import Episode
+from tools.errors import DossierError
+
+__all__ = ["EvalConfig", "EvalResult", "evaluate"]
+
+REPORT_VERSION = 1
+
+
+@dataclass(slots=True)
+class EvalConfig:
+    """How to evaluate; the defaults need no model at all."""
+
+    judge: Callable | None = None  # (question, gold_variants, answer) -> verdict; None: no semantic accuracy
+    calibration: JudgeCalibration = field(default_factory=JudgeCalibration)  # judge q0/q1 for Rogan-Gladen
+    bootstrap: int = 1000  # Kuiper bootstrap resamples; 0 turns the interval off
+    seed: int = 0  # bootstrap seed
+    level: float = 0.95  # confidence level of every interval
+    embedder: Callable | None = None  # texts -> embeddings, for query drift; None: no drift
+    coverage_judge: Callable | None = None  # MuDABench row judge; None: deterministic tolerance judge
+    docvqa_require_marker: bool = False  # DocVQA-2026: an answer without "FINAL ANSWER:" is wrong
+
+    def __post_init__(self) -> None:
+        if self.bootstrap < 0:
+            raise DossierError(f"bootstrap resamples must be >= 0, got {self.bootstrap}")
+        if not 0.0 < self.level < 1.0:
+            raise DossierError(f"confidence level {self.level} must lie strictly between 0 and 1")
+
+
+@dataclass(slots=True)
+class EvalResult:
+    """The report (JSON-ready dict) and the per-item results it was computed from."""
+
+    report: dict
+    items: list[ItemResult]
+
+
+def _trajectory_metrics(questions: list[Question], episodes: list[Episode], items: list[ItemResult],
+                        scorer: ANLSScorer, index: GoldIndex, embedder: Callable | None) -> dict:
+    matched = match_records(questions, episodes, index)
+    by_id = {q.id: episode for q, episode in matched.pairs if episode is not None}
+    budgets = accuracy_at_budgets(
+        [(q.id, q.answer_variants) for q in questions], by_id,
+        lambda answer, variants: scorer(answer, variants) >= ACCURACY_THRESHOLD,
+    )
+    drift = None
+    if embedder is not None:
+        drift = query_drift(by_id, {i.id: i.correct for i in items}, embedder)
+        drift.pop("per_episode")
+    return {
+        "episodes": len(episodes),
+        "matched": len(by_id),
+        "unmatched": len(matched.unmatched),
+        "accuracy_at_budget": budgets,
+        "first_query": first_query_hits([(q.id, q.evidence) for q in questions], by_id),
+        "query_drift": drift,
+    }
+
+
+def _coverage(questions: list[Question], predictions: dict[str, Prediction | None], judge: Callable) -> dict | None:
+    per_question = []
+    for question in questions:
+        rows = question.extra.get("source_rows")
+        if not rows:
+            continue
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise DossierError(f"question {question.id!r}: 'source_rows' must be a list of objects")
+        prediction = predictions.get(question.id)
+        dialogs = prediction.extra.get("document_dialogs") if prediction is not None else None
+        per_question.append(coverage_for_question(question.question, rows, dialogs if isinstance(dialogs, dict) else {},
+                                                  judge))
+    return combine_coverage(per_question) if per_question else None
+
+
+def evaluate(
+    questions: list[Question],
+    predictions: list[Prediction],
+    episodes: list[Episode] | None = None,
+    config: EvalConfig | None = None,
+    errors: list[LineError] | None = None,
+) -> EvalResult:
+    """Score predictions against gold questions.
+
+    Args:
+        questions: the gold items (the denominator of every metric).
+        predictions: the system's predictions; matched by id, else question text.
+        episodes: trajectories, for step-budget accuracy, first-query hits and drift.
+        config: the judge, calibration, bootstrap and drift settings.
+        errors: skipped input lines, repeated in the report.
+    """
+    config = config or EvalConfig()
+    index = GoldIndex(questions)
+    matched = match_records(questions, predictions, index)
+    scorer = ANLSScorer()
+    items = [score_item(q, p, scorer, config.judge, config.docvqa_require_marker) for q, p in matched.pairs]
+    report = {"report_version": REPORT_VERSION}
+    report.update(summarize(items, config.calibration, config.bootstrap, config.seed, config.level, detailed=True))
+    report.update({
+        "n_predictions": len(predictions),
+        "missing_predictions": matched.missing,
+        "unmatched_predictions": len(matched.unmatched),
+        "unmatched_prediction_ids": [p.id if p.id is not None else p.question[:80] for p in matched.unmatched[:20]],
+        "duplicate_predictions": len(matched.duplicates),
+        "matched_by_text": matched.matched_by_text,
+        "skipped_lines": len(errors or []),
+        "skipped_line_reasons": [str(e) for e in (errors or [])[:50]],
+        "judge": {"used": config.judge is not None, "q0": config.calibration.q0, "q1": config.calibration.q1,
+                  "m0": config.calibration.m0, "m1": config.calibration.m1},
+        "breakdowns": breakdowns(items, config.calibration, config.level),
+        "steps": None if episodes is None else _trajectory_metrics(questions, episodes, items, scorer, index,
+                                                                   config.embedder),
+        "mudabench_coverage": _coverage(questions, {q.id: p for q, p in matched.pairs},
+                                        config.coverage_judge or tolerance_row_judge),
+    })
+    return EvalResult(report, items)

@@ -1,0 +1,124 @@
+"""Scoring one gold item: every per-item metric in one record (`ItemResult`).
+
+`score_item` is the single place where a (question, prediction) pair becomes numbers; the
+report aggregates these records, and `items.jsonl` stores them so `dossier eval compare` and
+`dossier eval splits` can reuse a finished evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from engine.datasets.formats import Prediction, Question
+from engine.eval.anls import ACCURACY_THRESHOLD, ANLSScorer
+from engine.eval.answers import exact_match
+from engine.eval.attribution import doc_prf, hop_type, page_prf
+from engine.eval.docvqa import docvqa_correct
+from engine.eval.judge import semantic_score
+from engine.eval.kuiper import effort_of
+from engine.eval.mudabench import mudabench_answer_correct
+from engine.eval.taxonomy import classify_error
+
+__all__ = ["ItemResult", "score_item"]
+
+
+@dataclass(slots=True)
+class ItemResult:
+    """All metrics of one gold item."""
+
+    id: str
+    question: str
+    has_prediction: bool  # False: no prediction matched this gold item (scored as wrong)
+    answer: str | list[str] | None
+    anls: float  # ANLS*, best gold variant
+    accurate: bool  # ANLS* >= 0.5 (MADQA's `accuracy`)
+    exact: bool  # exact match after normalisation
+    semantic: float | None  # 1 / 0.5 / 0 from the two-stage judge; None without a judge
+    semantic_source: str | None  # "empty", "exact", "too_long" or "judge"
+    correct: bool  # semantic >= 0.5 with a judge, else `accurate`; drives Kuiper and the taxonomy
+    page_precision: float
+    page_recall: float
+    page_f1: float
+    doc_precision: float
+    doc_recall: float
+    doc_f1: float
+    effort: int  # searches, else iterations; 0 means unknown (left out of Kuiper)
+    hop_type: str  # single / cross_page / cross_doc, from the gold evidence
+    category: str  # gold "document_category" (or "category"), "unknown" when absent
+    domain: str  # gold "domain", "unknown" when absent
+    taxonomy: str  # error class, see engine/eval/taxonomy.py
+    docvqa: bool  # DocVQA-2026 binary verdict
+    mudabench: bool  # MuDABench numeric-tolerance verdict
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict) -> ItemResult:
+        return cls(**{name: obj.get(name) for name in cls.__dataclass_fields__})
+
+
+def _label(question: Question, *keys: str) -> str:
+    for key in keys:
+        value = question.extra.get(key)
+        if value not in (None, ""):
+            return str(value)
+    return "unknown"
+
+
+def score_item(
+    question: Question,
+    prediction: Prediction | None,
+    scorer: ANLSScorer,
+    judge: Callable | None = None,
+    docvqa_require_marker: bool = False,
+) -> ItemResult:
+    """Score one gold item against its prediction (None when it has none).
+
+    Args:
+        question: the gold item.
+        prediction: the matched prediction, or None.
+        scorer: the evaluation's ANLS* scorer (shares its cache across items).
+        judge: the semantic judge, or None to skip semantic scoring.
+        docvqa_require_marker: apply DocVQA-2026's "FINAL ANSWER:" rule strictly.
+    """
+    variants = question.answer_variants
+    answer = prediction.answer if prediction is not None else None
+    citations = prediction.citations if prediction is not None else []
+    anls = scorer(answer, variants)
+    exact = exact_match(answer, variants)
+    semantic, source = None, None
+    if judge is not None:
+        semantic, source = semantic_score(question.question, variants, answer, exact=exact, anls=anls, judge=judge)
+    accurate = anls >= ACCURACY_THRESHOLD
+    correct = semantic >= 0.5 if semantic is not None else accurate
+    page = page_prf(citations, question.evidence)
+    doc = doc_prf(citations, question.evidence)
+    raw_output = prediction.extra.get("raw_output") if prediction is not None else None
+    return ItemResult(
+        id=question.id,
+        question=question.question,
+        has_prediction=prediction is not None,
+        answer=answer,
+        anls=anls,
+        accurate=accurate,
+        exact=exact,
+        semantic=semantic,
+        semantic_source=source,
+        correct=correct,
+        page_precision=page.precision,
+        page_recall=page.recall,
+        page_f1=page.f1,
+        doc_precision=doc.precision,
+        doc_recall=doc.recall,
+        doc_f1=doc.f1,
+        effort=effort_of(prediction.search_history, prediction.iterations) if prediction is not None else 0,
+        hop_type=hop_type(question.evidence),
+        category=_label(question, "document_category", "category"),
+        domain=_label(question, "domain"),
+        taxonomy=classify_error(correct, answer, citations, question.evidence, prediction is not None),
+        docvqa=docvqa_correct(raw_output if isinstance(raw_output, str) else answer,
+                              [", ".join(v) for v in variants], docvqa_require_marker),
+        mudabench=mudabench_answer_correct(answer, variants),
+    )

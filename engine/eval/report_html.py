@@ -1,0 +1,112 @@
+"""One self-contained HTML report: inline CSS and inline SVG plots, nothing fetched, no scripts.
+
+Plots (each an `<svg class="plot">` with a fixed id):
+  plot-kuiper    cumulative difference D_k against items sorted by effort (MADQA Figure 6);
+  plot-budget    accuracy against the search budget N (MADQA Figure 9), with trajectories;
+  plot-taxonomy  the error taxonomy as bars;
+followed by the breakdown tables.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from engine.eval.report_markdown import breakdown_rows, headline_rows, num, pct, taxonomy_rows
+from engine.eval.svg import bar_chart, line_chart
+
+__all__ = ["render_html", "PLOT_IDS"]
+
+PLOT_IDS = ("plot-kuiper", "plot-budget", "plot-taxonomy")
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 980px;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; }
+th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #555; } svg.plot { display: block; margin: 1em 0; max-width: 100%; height: auto; }
+"""
+
+
+def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ...] = (0,)) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td{"" if i in text_columns else " class=num"}>{escape(str(c))}</td>'
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _kuiper_plot(report: dict) -> str:
+    curve = report.get("kuiper_curve") or []
+    if not curve:
+        reason = report.get("kuiper_undefined") or "no items"
+        return (line_chart([("D_k", [(0, 0.0)])], element_id="plot-kuiper", title="Cumulative difference (undefined)",
+                           x_label="items sorted by effort", y_label="D_k", zero_line=True)
+                + f'<p class="note">Kuiper is undefined: {escape(reason)}.</p>')
+    points = [(p["k"], p["d"]) for p in curve]
+    chart = line_chart([("D_k", points)], element_id="plot-kuiper",
+                       title=f"Cumulative difference, Kuiper = {num(report.get('kuiper'), 2)}",
+                       x_label="items sorted by effort (boundaries between effort values)",
+                       y_label="D_k = Σ (correct − mean)", zero_line=True)
+    efforts = ", ".join(f"{p['effort']}→k={p['k']}" for p in curve[1:][:30])
+    return chart + f'<p class="note">Boundaries (effort → items so far): {escape(efforts)}.</p>'
+
+
+def _budget_plot(report: dict) -> str:
+    steps = report.get("steps")
+    if not steps or not steps.get("accuracy_at_budget"):
+        return (line_chart([("accuracy", [(0, 0.0)])], element_id="plot-budget",
+                           title="Accuracy vs search budget (no trajectories given)", x_label="search budget N",
+                           y_label="accuracy", y_range=(0.0, 1.0))
+                + '<p class="note">Pass --trajectories (or evaluate a run directory) to see this curve.</p>')
+    points = [(r["budget"], r["accuracy"]) for r in steps["accuracy_at_budget"]]
+    return line_chart([("accuracy", points)], element_id="plot-budget", title="Accuracy vs search budget N",
+                      x_label="search budget N (searches allowed before answering)", y_label="accuracy",
+                      y_range=(0.0, 1.0), steps=True)
+
+
+def _taxonomy_plot(report: dict) -> str:
+    rows = [(label.split(" (")[0], share, f"{count} ({pct(share)})") for label, count, share, _ in taxonomy_rows(report)]
+    return bar_chart(rows, element_id="plot-taxonomy", title="Error taxonomy (share of all items)")
+
+
+def render_html(report: dict, title: str = "Dossier evaluation") -> str:
+    """The whole report as one HTML document that opens offline."""
+    parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>",
+             f"<style>{_CSS}</style></head><body>", f"<h1>{escape(title)}</h1>",
+             f'<p class="note">{report["n"]} gold items, {report["n_predictions"]} predictions; '
+             f'{report["missing_predictions"]} gold items had no prediction and count as wrong; '
+             f'{report["unmatched_predictions"]} predictions matched no gold item; '
+             f'{report["skipped_lines"]} input lines were skipped.</p>',
+             "<h2>Headline</h2>", _table(["metric", "value", "95% interval / note"],
+                                         [list(r) for r in headline_rows(report)], text_columns=(0, 2)),
+             "<h2>Effort calibration</h2>", _kuiper_plot(report),
+             "<h2>Accuracy at a step budget</h2>", _budget_plot(report)]
+    steps = report.get("steps")
+    if steps:
+        first = steps["first_query"]
+        parts.append(f'<p>First search hit a gold page in {pct(first["page_hit_rate"])} and a gold document in '
+                     f'{pct(first["doc_hit_rate"])} of {first["n"]} episodes.</p>')
+        drift = steps.get("query_drift")
+        if drift:
+            parts.append(f'<p>Query drift (1 − cosine between consecutive queries): mean {num(drift["mean"])}, '
+                         f'median {num(drift["median"])} over {drift["n"]} episodes.</p>')
+    parts += ["<h2>Error taxonomy</h2>", _taxonomy_plot(report),
+              _table(["class", "items", "share of items", "share of errors"],
+                     [[label, str(count), pct(share), pct(err)] for label, count, share, err in taxonomy_rows(report)])]
+    for key, name in (("hop_type", "hop type"), ("category", "document category"), ("domain", "domain")):
+        parts += [f"<h2>By {name}</h2>", _table(["group", "n", "accuracy", "95% CI", "Page F1", "Doc F1", "Kuiper"],
+                                                breakdown_rows(report["breakdowns"][key]))]
+    coverage = report.get("mudabench_coverage")
+    if coverage:
+        parts += ["<h2>MuDABench intermediate-fact coverage</h2>", _table(
+            ["level", "accuracy", "correct / total"],
+            [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
+             for level in ("row", "cell", "column")])]
+    if report["skipped_line_reasons"]:
+        parts += ["<h2>Skipped input lines</h2><ul>"] + [f"<li>{escape(r)}</li>" for r in report["skipped_line_reasons"]]
+        parts.append("</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

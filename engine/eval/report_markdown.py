@@ -1,0 +1,123 @@
+"""The Markdown report, and the table rows shared with the HTML and terminal reports."""
+
+from __future__ import annotations
+
+__all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "pct", "ci_text", "num"]
+
+TAXONOMY_LABELS = {
+    "correct": "correct",
+    "retrieval_failure": "retrieval failure (no gold document cited)",
+    "navigation_failure": "navigation failure (gold document, no gold page)",
+    "comprehension_failure": "comprehension failure (gold page cited, answer wrong)",
+    "refusal": "refusal / no answer",
+    "unclassified": "unclassified (no gold evidence)",
+}
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def ci_text(ci, as_percent: bool = True, digits: int = 2) -> str:
+    if not ci:
+        return "—"
+    low, high = ci
+    return f"[{100 * low:.1f}, {100 * high:.1f}]" if as_percent else f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def headline_rows(report: dict) -> list[tuple[str, str, str]]:
+    """(metric, value, interval or note) rows for the main table."""
+    semantic_note = (ci_text(report["semantic_accuracy_ci"]) + f" raw {pct(report['semantic_raw'])}, "
+                     f"{report['judge_calls']} judge calls") if report.get("semantic_accuracy") is not None \
+        else "no --judge given"
+    kuiper_note = ci_text(report.get("kuiper_ci"), as_percent=False)
+    if report.get("kuiper") is None:
+        kuiper_note = f"undefined: {report.get('kuiper_undefined')}"
+    if report.get("kuiper_p_value") is not None:
+        kuiper_note += f" bootstrap; permutation p = {report['kuiper_p_value']:.3g}"
+    kuiper_note += f"; n={report['kuiper_n']}, dropped {report['kuiper_dropped']} with effort 0"
+    if report.get("kuiper_madqa") is not None:
+        kuiper_note += f"; MADQA harness (ties in file order): {report['kuiper_madqa']:.2f}"
+    return [
+        ("accuracy (ANLS* ≥ 0.5)", pct(report["accuracy"]), ci_text(report["accuracy_ci"])),
+        ("mean ANLS*", num(report["mean_anls"]), ""),
+        ("exact match", pct(report["exact_match"]), ci_text(report["exact_match_ci"])),
+        ("semantic accuracy (Rogan–Gladen)", pct(report.get("semantic_accuracy")), semantic_note),
+        ("DocVQA-2026 binary", pct(report["docvqa_accuracy"]), ci_text(report["docvqa_accuracy_ci"])),
+        ("MuDABench tolerance", pct(report["mudabench_accuracy"]), ci_text(report["mudabench_accuracy_ci"])),
+        ("Page F1", num(report["page_f1"]), f"P {num(report['page_precision'])} R {num(report['page_recall'])}"),
+        ("Doc F1", num(report["doc_f1"]), f"P {num(report['doc_precision'])} R {num(report['doc_recall'])}"),
+        ("Kuiper", num(report.get("kuiper"), 2), kuiper_note),
+        ("wasted effort ratio", num(report.get("wasted_effort_ratio")),
+         f"mean steps wrong {num(report.get('mean_steps_incorrect'), 2)} / right "
+         f"{num(report.get('mean_steps_correct'), 2)}"),
+    ]
+
+
+def taxonomy_rows(report: dict) -> list[tuple[str, int, float, float | None]]:
+    """(label, count, share of items, share of errors) per taxonomy class with a count or always-shown class."""
+    tax = report["taxonomy"]
+    rows = []
+    for name, label in TAXONOMY_LABELS.items():
+        count = tax["counts"][name]
+        if name == "unclassified" and not count:
+            continue
+        rows.append((label, count, tax["shares"][name], tax["error_shares"].get(name)))
+    return rows
+
+
+def breakdown_rows(group: dict) -> list[list[str]]:
+    """Rows of one breakdown table: group, n, accuracy, CI, Page F1, Doc F1, Kuiper."""
+    return [[name, str(s["n"]), pct(s["accuracy"]), ci_text(s["accuracy_ci"]), num(s["page_f1"]),
+             num(s["doc_f1"]), num(s.get("kuiper"), 2)] for name, s in group.items()]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def render_markdown(report: dict) -> str:
+    """The whole report as Markdown."""
+    lines = ["# Dossier evaluation", "",
+             f"{report['n']} gold items, {report['n_predictions']} predictions: {report['missing_predictions']} gold "
+             f"items without a prediction (counted wrong), {report['unmatched_predictions']} predictions matching no "
+             f"gold item, {report['duplicate_predictions']} duplicates ignored, {report['skipped_lines']} input lines "
+             "skipped.", ""]
+    lines += ["## Headline", ""] + _table(["metric", "value", "95% interval / note"],
+                                          [list(r) for r in headline_rows(report)])
+    lines += ["## Error taxonomy", ""] + _table(
+        ["class", "items", "share of items", "share of errors"],
+        [[label, str(count), pct(share), pct(err)] for label, count, share, err in taxonomy_rows(report)])
+    for key, title in (("hop_type", "hop type"), ("category", "document category"), ("domain", "domain")):
+        lines += [f"## By {title}", ""] + _table(["group", "n", "accuracy", "95% CI", "Page F1", "Doc F1", "Kuiper"],
+                                                 breakdown_rows(report["breakdowns"][key]))
+    steps = report.get("steps")
+    if steps:
+        first = steps["first_query"]
+        lines += ["## Trajectories", "",
+                  f"{steps['matched']} of {steps['episodes']} episodes matched gold items. First search returned a "
+                  f"gold page in {pct(first['page_hit_rate'])} and a gold document in {pct(first['doc_hit_rate'])} "
+                  f"of {first['n']} episodes.", ""]
+        drift = steps.get("query_drift")
+        if drift:
+            lines += [f"Query drift (mean 1 − cosine between consecutive queries, all-MiniLM-L6-v2): mean "
+                      f"{num(drift['mean'])}, median {num(drift['median'])} over {drift['n']} episodes; correct "
+                      f"{num(drift['mean_correct'])}, wrong {num(drift['mean_incorrect'])}.", ""]
+        lines += _table(["search budget N", "accuracy", "correct"],
+                        [[str(r["budget"]), pct(r["accuracy"]), f"{r['correct']} / {r['n']}"]
+                         for r in steps["accuracy_at_budget"]])
+    coverage = report.get("mudabench_coverage")
+    if coverage:
+        lines += ["## MuDABench intermediate-fact coverage", ""] + _table(
+            ["level", "accuracy", "correct / total"],
+            [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
+             for level in ("row", "cell", "column")])
+    if report["skipped_line_reasons"]:
+        lines += ["## Skipped input lines", ""] + [f"- {reason}" for reason in report["skipped_line_reasons"]] + [""]
+    return "\n".join(lines)

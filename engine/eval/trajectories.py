@@ -1,0 +1,109 @@
+"""Reading `trajectories.jsonl` (CONTRIBUTING.md, "Run directories and trajectories").
+
+Only what evaluation needs is kept per step: the tool name, a search's query and returned
+pages, an answer call's answer and citations. Malformed steps (`"tool_call": null`) stay in
+the episode as steps without a tool. Human trajectories use the same schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.datasets.formats import Evidence, LineError, iter_jsonl, parse_page
+from tools.errors import DossierError
+
+__all__ = ["Step", "Episode", "load_trajectories", "parse_episode"]
+
+
+@dataclass(slots=True, frozen=True)
+class Step:
+    """One model call of an episode, reduced to what evaluation reads."""
+
+    tool: str | None  # "search", "answer", another tool's name, or None for a malformed call
+    query: str | None = None  # a search's query
+    pages: tuple[Evidence, ...] = ()  # pages a search returned
+    answer: str | list[str] | None = None  # an answer call's answer
+    citations: tuple[Evidence, ...] = ()  # an answer call's citations
+
+
+@dataclass(slots=True)
+class Episode:
+    """One question's trajectory."""
+
+    id: str | None
+    question: str
+    steps: list[Step] = field(default_factory=list)
+    final_answer: str | list[str] | None = None
+
+    @property
+    def searches(self) -> list[Step]:
+        return [s for s in self.steps if s.tool == "search"]
+
+
+def _pages(value: object, where: str) -> tuple[Evidence, ...]:
+    if not isinstance(value, list):
+        return ()
+    pages = []
+    for item in value:
+        if isinstance(item, dict) and "document" in item and "page" in item:
+            try:
+                pages.append(Evidence(str(item["document"]), parse_page(item["page"], where)))
+            except DossierError:
+                continue  # a page the tool reported oddly is not evidence either way
+    return tuple(pages)
+
+
+def _answer(value: object) -> str | list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return str(value)
+
+
+def parse_episode(obj: object, where: str) -> Episode:
+    """Build an Episode from one parsed JSON line.
+
+    Raises:
+        DossierError: the line is not an object with "steps" (a list) and an "id" or "question".
+    """
+    if not isinstance(obj, dict):
+        raise DossierError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    if "id" not in obj and "question" not in obj:
+        raise DossierError(f"{where}: a trajectory needs 'id' or 'question'")
+    raw_steps = obj.get("steps")
+    if not isinstance(raw_steps, list):
+        raise DossierError(f"{where}: 'steps' must be a list of steps")
+    steps = []
+    for raw in raw_steps:
+        call = raw.get("tool_call") if isinstance(raw, dict) else None
+        if not isinstance(call, dict) or not call.get("name"):
+            steps.append(Step(None))
+            continue
+        name = str(call["name"])
+        args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        result = raw.get("tool_result") if isinstance(raw.get("tool_result"), dict) else {}
+        if name == "search":
+            query = args.get("query")
+            steps.append(Step(name, query=None if query is None else str(query), pages=_pages(result.get("pages"), where)))
+        elif name == "answer":
+            steps.append(Step(name, answer=_answer(args.get("answer")), citations=_pages(args.get("citations"), where)))
+        else:
+            steps.append(Step(name))
+    final = obj.get("final") if isinstance(obj.get("final"), dict) else {}
+    episode_id = obj.get("id")
+    return Episode(None if episode_id is None else str(episode_id), str(obj.get("question", "")), steps,
+                   _answer(final.get("answer")))
+
+
+def load_trajectories(path: str | Path) -> tuple[list[Episode], list[LineError]]:
+    """Read a trajectories file; malformed lines come back as errors, never silently dropped."""
+    errors: list[LineError] = []
+    episodes = []
+    for number, obj in iter_jsonl(path, errors):
+        try:
+            episodes.append(parse_episode(obj, f"{path}:{number}"))
+        except DossierError as err:
+            errors.append(LineError(str(path), number, str(err).split(": ", 1)[-1]))
+    return episodes, errors

@@ -1,0 +1,131 @@
+"""The orchestrator end to end on hand-built items, and parity with MADQA's published formulas."""
+
+import json
+import random
+
+import pytest
+
+from engine.datasets.formats import Prediction, Question
+from engine.eval.evaluate import EvalConfig, evaluate
+from engine.eval.judge import ScriptedJudge
+from engine.eval.report import load_item_results, write_reports
+from engine.eval.report_html import PLOT_IDS
+from engine.eval.trajectories import parse_episode
+
+from . import madqa_reference
+
+REQUIRED_KEYS = ("accuracy", "accuracy_ci", "exact_match", "semantic_accuracy", "page_f1", "doc_f1", "kuiper",
+                 "kuiper_ci", "taxonomy", "n")
+
+
+def q(qid, answer, evidence, **extra):
+    return Question.from_json({"id": qid, "question": f"Question {qid}?", "answer_variants": [[answer]],
+                               "evidence": [{"document": d, "page": p} for d, p in evidence], **extra}, "gold")
+
+
+def p(obj):
+    return Prediction.from_json(obj, "pred")
+
+
+GOLD = [q("q1", "Alpha", [("a", 1)], domain="Financial"), q("q2", "Beta", [("b", 2)], domain="Legal"),
+        q("q3", "Gamma", [("c", 1)], domain="Legal"), q("q4", "Delta", [("c", 3)]),
+        q("q5", "Epsilon", [("e", 1), ("f", 1)])]
+PREDICTIONS = [
+    p({"id": "q1", "question": "Question q1?", "answer": "alpha", "citations": [{"document": "a", "page": 1}],
+       "search_history": ["x", "y"]}),
+    p({"id": "q2", "question": "Question q2?", "answer": "Bravo!", "citations": [{"document": "b", "page": 9}],
+       "search_history": ["x", "y", "z", "w", "v"]}),
+    p({"id": "q4", "question": "Question q4?", "answer": ["Delta"], "citations": [{"document": "c", "page": "3"}],
+       "iterations": 3}),
+    p({"question": "  Question q5?  ", "answer": "I cannot find this.", "citations": [], "iterations": 4}),
+    p({"id": "zz", "question": "Not in gold?", "answer": "x"}),
+]
+
+
+def test_hand_built_run():
+    report = evaluate(GOLD, PREDICTIONS, config=EvalConfig(bootstrap=200)).report
+    for key in REQUIRED_KEYS:
+        assert key in report, key
+    assert report["n"] == 5 and report["missing_predictions"] == 1 and report["unmatched_predictions"] == 1
+    assert report["matched_by_text"] == 1 and report["unmatched_prediction_ids"] == ["zz"]
+    assert report["accuracy"] == pytest.approx(2 / 5)  # q1, q4; q3 has no prediction and counts wrong
+    assert report["exact_match"] == pytest.approx(2 / 5)
+    assert report["page_f1"] == pytest.approx(2 / 5)  # q1 and q4 (string page "3" matches 3)
+    assert report["doc_f1"] == pytest.approx(3 / 5)  # q2 cites the right document
+    # kept efforts 2 (right), 3 (right), 4 (wrong), 5 (wrong); q3 has none: D = .5 1 .5 0 -> K = 1
+    assert report["kuiper"] == pytest.approx(1.0) and report["kuiper_dropped"] == 1
+    assert report["wasted_effort_ratio"] == pytest.approx(4.5 / 2.5)
+    assert report["taxonomy"]["counts"] == {"correct": 2, "retrieval_failure": 0, "navigation_failure": 1,
+                                            "comprehension_failure": 0, "refusal": 2, "unclassified": 0}
+    assert report["semantic_accuracy"] is None and report["steps"] is None
+    hops = report["breakdowns"]["hop_type"]
+    assert hops["single"]["n"] == 4 and hops["cross_doc"]["n"] == 1
+    assert report["breakdowns"]["domain"]["Legal"]["accuracy"] == 0.0
+    assert report["breakdowns"]["domain"]["unknown"]["n"] == 2
+
+
+def test_semantic_accuracy_with_a_scripted_judge():
+    judge = ScriptedJudge({"Question q2?": "partial"})
+    result = evaluate(GOLD, PREDICTIONS, config=EvalConfig(judge=judge, bootstrap=0))
+    report = result.report
+    assert [c[0] for c in judge.calls] == ["Question q2?", "Question q5?"]  # exact and empty items skip the judge
+    assert report["semantic_raw"] == pytest.approx((1 + 0.5 + 0 + 1 + 0) / 5)
+    assert report["semantic_accuracy"] == pytest.approx(0.5 / 0.98)
+    low, high = report["semantic_accuracy_ci"]
+    assert low < report["semantic_accuracy"] < high
+    assert report["judge_calls"] == 2
+    by_id = {item.id: item for item in result.items}
+    assert by_id["q2"].correct and by_id["q2"].taxonomy == "correct"  # partial (0.5) counts as correct
+    assert report["accuracy"] == pytest.approx(2 / 5)  # `accuracy` stays ANLS*-based
+
+
+def test_trajectories_and_coverage_sections():
+    episode = parse_episode({"id": "q1", "steps": [
+        {"tool_call": {"name": "search", "arguments": {"query": "alpha"}},
+         "tool_result": {"pages": [{"document": "a", "page": 1}]}},
+        {"tool_call": {"name": "answer", "arguments": {"answer": ["Alpha"]}}, "tool_result": None}]}, "t")
+    gold = GOLD + [q("m1", "12.3", [("d1", 1)], source_rows=[{"document": "d1", "values": {"revenue": 12.34}}])]
+    predictions = PREDICTIONS + [p({"id": "m1", "answer": "12.38", "document_dialogs": {"d1": "revenue 12.3"}})]
+    report = evaluate(gold, predictions, [episode], EvalConfig(bootstrap=0)).report
+    steps = report["steps"]
+    assert steps["matched"] == 1 and [r["correct"] for r in steps["accuracy_at_budget"]] == [0, 1]
+    assert steps["first_query"]["page_hit_rate"] == 1.0 and steps["query_drift"] is None
+    assert report["mudabench_coverage"]["cell_accuracy"] == 1.0
+    assert report["mudabench_accuracy"] == pytest.approx(3 / 6)  # q1, q4 and m1 (12.38 ~ 12.3)
+
+
+def test_reports_are_written_and_items_round_trip(tmp_path):
+    result = evaluate(GOLD, PREDICTIONS, config=EvalConfig(bootstrap=100))
+    files = write_reports(tmp_path, result.report, result.items)
+    assert json.loads((tmp_path / "report.json").read_text())["n"] == 5
+    html = (tmp_path / "report.html").read_text()
+    assert all(f'id="{plot_id}"' in html for plot_id in PLOT_IDS)
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing to fetch
+    assert "<script" not in html
+    assert "| accuracy (ANLS* ≥ 0.5) | 40.0% |" in (tmp_path / "report.md").read_text()
+    items = load_item_results(files["items"])
+    assert [i.id for i in items] == ["q1", "q2", "q3", "q4", "q5"] and items[3].page_f1 == 1.0
+
+
+def test_parity_with_madqa_published_formulas():
+    rng = random.Random(11)
+    words = ["alpha", "beta", "gamma", "delta", "$1,577", "2019", "board", "yes"]
+    questions, predictions, raw_q, raw_p = [], [], [], []
+    efforts = rng.sample(range(1, 5000), 400)  # distinct: Kuiper without ties
+    for i in range(400):
+        gold_answer = [rng.choice(words) for _ in range(rng.randint(1, 2))]
+        evidence = [{"document": f"d{rng.randint(0, 5)}", "page": rng.randint(1, 4)} for _ in range(rng.randint(1, 3))]
+        answer = gold_answer if rng.random() < 0.5 else [rng.choice(words) + rng.choice(["", "s", " x"])]
+        citations = [{"document": f"d{rng.randint(0, 5)}", "page": rng.randint(1, 4)} for _ in range(rng.randint(0, 3))]
+        gq = {"id": f"q{i}", "question": f"Q{i}?", "answer_variants": [gold_answer], "evidence": evidence}
+        gp = {"id": f"q{i}", "question": f"Q{i}?", "answer": answer if len(answer) > 1 else answer[0],
+              "citations": citations, "search_history": ["s"] * efforts[i]}
+        raw_q.append(gq)
+        raw_p.append(gp)
+        questions.append(Question.from_json(gq, "g"))
+        predictions.append(Prediction.from_json(gp, "p"))
+    ours = evaluate(questions, predictions, config=EvalConfig(bootstrap=0)).report
+    theirs = madqa_reference.evaluate(raw_q, raw_p)
+    assert 0.2 < theirs["accuracy"] < 0.8 and theirs["kuiper"] is not None
+    for key in ("accuracy", "page_f1", "doc_f1", "kuiper"):
+        assert ours[key] == pytest.approx(theirs[key], abs=1e-9), key
