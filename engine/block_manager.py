@@ -1,0 +1,128 @@
+"""Paged KV-cache bookkeeping: a fixed pool of blocks, reference counts, prefix hashing.
+
+Full blocks are keyed by (parent hash, token ids, extra key), so an identical prefix
+(the system prompt and tool schema every episode shares) is computed once and its
+blocks are shared by reference count. A block whose count falls to zero stays in the
+hash table as a cached block, and free blocks are handed out least recently freed
+first: unpinned cached blocks are evicted before anything else. Only full blocks are
+ever shared and a sequence only writes after its last token, so no copy-on-write is needed.
+"""
+
+from collections import OrderedDict
+
+from engine.sequence import Sequence
+
+__all__ = ["BlockManager"]
+
+
+class BlockManager:
+    """Allocates KV blocks to sequences and shares full blocks with equal keys."""
+
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
+        assert num_blocks >= 1 and block_size >= 1
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.ref_counts = [0] * num_blocks
+        self.block_hash: list[int | None] = [None] * num_blocks  # key while registered in the table
+        self.block_tokens: list[tuple[int, ...] | None] = [None] * num_blocks  # to verify a hash hit
+        self.hash_to_block: dict[int, int] = {}
+        # Free blocks, least recently freed first; a free block with a hash is a cached block.
+        self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self.blocks_evicted = 0  # cached blocks overwritten to make room
+
+    @property
+    def num_free(self) -> int:
+        return len(self.free)
+
+    @property
+    def num_cached_free(self) -> int:
+        """Free blocks that still hold a reusable prefix."""
+        return sum(1 for b in self.free if self.block_hash[b] is not None)
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
+
+    def match_prefix(self, seq: Sequence) -> int:
+        """Take the cached blocks that continue `seq`'s computed prefix; return tokens gained.
+
+        Matching stops one token short of the end: the last token is always computed,
+        because its logits are what the next step samples from.
+        """
+        if not self.enable_prefix_caching or seq.num_computed_tokens != len(seq.block_table) * self.block_size:
+            return 0
+        gained = 0
+        index = len(seq.block_table)
+        while (index + 1) * self.block_size <= len(seq) - 1:
+            parent = seq.block_hashes[index - 1] if index else None
+            key = seq.block_hash(index, parent)
+            block = self.hash_to_block.get(key)
+            if block is None or self.block_tokens[block] != seq.block_tokens(index):
+                break
+            if self.ref_counts[block] == 0:
+                del self.free[block]
+            self.ref_counts[block] += 1
+            seq.block_table.append(block)
+            seq.block_hashes.append(key)
+            seq.num_computed_tokens += self.block_size
+            gained += self.block_size
+            index += 1
+        return gained
+
+    def blocks_needed(self, seq: Sequence, num_tokens: int) -> int:
+        """Blocks to add so that `seq` can hold `num_tokens` tokens of KV."""
+        return max(0, self.blocks_for(num_tokens) - len(seq.block_table))
+
+    def allocate(self, seq: Sequence, num_tokens: int) -> None:
+        """Grow `seq`'s block table to hold `num_tokens` tokens, evicting cached blocks LRU first."""
+        needed = self.blocks_needed(seq, num_tokens)
+        assert needed <= self.num_free, "caller must check free blocks first"
+        for _ in range(needed):
+            block, _ = self.free.popitem(last=False)
+            assert self.ref_counts[block] == 0
+            key = self.block_hash[block]
+            if key is not None:
+                if self.hash_to_block.get(key) == block:
+                    del self.hash_to_block[key]
+                self.block_hash[block] = None
+                self.block_tokens[block] = None
+                self.blocks_evicted += 1
+            self.ref_counts[block] = 1
+            seq.block_table.append(block)
+
+    def register_computed(self, seq: Sequence) -> None:
+        """Hash the blocks that became full and computed, so other sequences can share them."""
+        if not self.enable_prefix_caching:
+            return
+        full = seq.num_computed_tokens // self.block_size
+        for index in range(len(seq.block_hashes), full):
+            parent = seq.block_hashes[index - 1] if index else None
+            key = seq.block_hash(index, parent)
+            seq.block_hashes.append(key)
+            block = seq.block_table[index]
+            if key not in self.hash_to_block:
+                self.hash_to_block[key] = block
+                self.block_hash[block] = key
+                self.block_tokens[block] = seq.block_tokens(index)
+
+    def release(self, seq: Sequence) -> None:
+        """Drop `seq`'s blocks (session closed or preempted); its KV must be recomputed later.
+
+        Blocks are freed tail first so that, under pressure, a chain is evicted from its
+        end and its shared head survives longest.
+        """
+        for block in reversed(seq.block_table):
+            self.ref_counts[block] -= 1
+            assert self.ref_counts[block] >= 0, "block freed twice"
+            if self.ref_counts[block] == 0:
+                self.free[block] = None
+        seq.block_table = []
+        seq.block_hashes = []
+        seq.num_computed_tokens = 0
+
+    def check_invariants(self) -> None:
+        """Internal consistency (tests and debugging)."""
+        assert all(c >= 0 for c in self.ref_counts)
+        assert set(self.free) == {b for b, c in enumerate(self.ref_counts) if c == 0}
+        for key, block in self.hash_to_block.items():
+            assert self.block_hash[block] == key

@@ -1,0 +1,86 @@
+"""Engine configuration: one slotted dataclass, checked when built.
+
+Every field says what it means and its unit. `EngineConfig()` gives CPU-friendly
+defaults; on a GPU raise `kv_cache_gib` and `max_num_batched_tokens`.
+"""
+
+from dataclasses import dataclass
+
+from tools.errors import DossierError
+
+__all__ = ["EngineConfig"]
+
+_DTYPES = ("auto", "float32", "bfloat16", "float16")
+_DEVICES = ("auto", "cpu", "cuda")
+_BACKENDS = ("auto", "sdpa", "flash_attn")
+_QUANT = (None, "bnb-4bit", "bnb-8bit")
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    # Tokens per KV-cache block; the unit of allocation and of prefix sharing.
+    # flash-attn's paged kernels need a multiple of 256.
+    block_size: int = 16
+    # Memory for the KV-cache pool, in GiB; the number of blocks is derived from it
+    # and the model shape. Ignored when `num_kv_blocks` is set.
+    kv_cache_gib: float = 4.0
+    # Exact size of the KV pool, in blocks (overrides `kv_cache_gib`); tests use
+    # a small pool to force eviction and preemption.
+    num_kv_blocks: int | None = None
+    # Most tokens one forward step may process (prefill chunks + decode tokens).
+    max_num_batched_tokens: int = 2048
+    # Most sequences in one forward step.
+    max_num_seqs: int = 128
+    # Reuse full KV blocks whose (parent hash, token ids, extra key) match, across sessions.
+    enable_prefix_caching: bool = True
+    # "cpu", "cuda", or "auto" (cuda when available).
+    device: str = "auto"
+    # Weights and KV dtype: "auto" is float32 on CPU and bfloat16 on GPU.
+    dtype: str = "auto"
+    # Attention over the paged cache: "sdpa" (reference, CPU and GPU), "flash_attn"
+    # (GPU, needs flash-attn and block_size % 256 == 0), "auto" (flash_attn when usable).
+    attention_backend: str = "auto"
+    # Optional bitsandbytes weight quantisation of the linear layers: None, "bnb-4bit", "bnb-8bit".
+    quantization: str | None = None
+    # Seed for requests that do not give their own (sampling with temperature > 0).
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1:
+            raise DossierError(f"block_size must be >= 1 token (got {self.block_size})")
+        if self.kv_cache_gib <= 0:
+            raise DossierError(f"kv_cache_gib must be > 0 GiB (got {self.kv_cache_gib})")
+        if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
+            raise DossierError(f"num_kv_blocks must be >= 2 (got {self.num_kv_blocks})")
+        if self.max_num_batched_tokens < 1:
+            raise DossierError(f"max_num_batched_tokens must be >= 1 (got {self.max_num_batched_tokens})")
+        if self.max_num_seqs < 1:
+            raise DossierError(f"max_num_seqs must be >= 1 (got {self.max_num_seqs})")
+        if self.device not in _DEVICES:
+            raise DossierError(f"device {self.device!r} is not one of {', '.join(_DEVICES)}")
+        if self.dtype not in _DTYPES:
+            raise DossierError(f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}")
+        if self.attention_backend not in _BACKENDS:
+            raise DossierError(f"attention_backend {self.attention_backend!r} is not one of {', '.join(_BACKENDS)}")
+        if self.quantization not in _QUANT:
+            raise DossierError(f"quantization {self.quantization!r} is not one of None, 'bnb-4bit', 'bnb-8bit'")
+        if self.attention_backend == "flash_attn" and self.block_size % 256:
+            raise DossierError(
+                f"attention_backend='flash_attn' needs block_size to be a multiple of 256 (got {self.block_size})"
+            )
+
+    def resolved_device(self) -> str:
+        """The device this config runs on: "cuda" or "cpu"."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def resolved_dtype(self):
+        """The torch dtype of weights and KV cache (fp32 on CPU, bf16 on GPU unless set)."""
+        import torch
+
+        if self.dtype == "auto":
+            return torch.bfloat16 if self.resolved_device() == "cuda" else torch.float32
+        return getattr(torch, self.dtype)

@@ -1,0 +1,253 @@
+"""The public engine: sessions in, tokens out, many sessions batched in every step.
+
+Step-based core, for a rollout runner that keeps hundreds of episodes in flight:
+
+    engine = Engine.from_pretrained("default")
+    requests = [engine.submit(s, SamplingParams(max_new_tokens=32)) for s in sessions]
+    while engine.has_pending():
+        for request in engine.step():   # finished requests of this step
+            ...                         # run the tool, append its result, submit again
+
+Submission, appends and `step` hold one lock, so tool threads may append and submit
+while the main loop steps; `Session.generate` is the blocking convenience that steps
+until its own turn is done.
+"""
+
+import itertools
+import threading
+import time
+
+import torch
+
+from engine.block_manager import BlockManager
+from engine.config import EngineConfig
+from engine.counters import Counters
+from engine.model_runner import ModelRunner, kv_blocks_for_budget
+from engine.request import FinishReason, Request
+from engine.sampler import sample
+from engine.sampling_params import SamplingParams
+from engine.scheduler import Scheduler
+from engine.sequence import Sequence
+from engine.session import Session
+from engine.structured import GrammarCache
+from models.base import ModelAdapter, Segment
+from tools.errors import DossierError
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Paged-KV, prefix-caching, continuously batching inference over one model adapter."""
+
+    def __init__(self, adapter: ModelAdapter, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.adapter = adapter
+        self.processor = adapter.processor
+        self.stop_token_ids: set[int] = self.processor.stop_token_ids if self.processor else set()
+        num_blocks = kv_blocks_for_budget(adapter.shape, self.config, next(adapter.parameters()).dtype)
+        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        self.scheduler = Scheduler(self.config, self.block_manager)
+        self.runner = ModelRunner(adapter, self.config, num_blocks)
+        self.counters = Counters()
+        self._lock = threading.RLock()
+        self._session_ids = itertools.count()
+        self._request_ids = itertools.count()
+        self._step = 0
+        self._grammars: GrammarCache | None = None
+
+    @classmethod
+    def from_pretrained(cls, model: str = "default", config: EngineConfig | None = None) -> "Engine":
+        """Load `model` ("default", a shape name, a local HF directory or a .gguf file) and build an engine."""
+        from models.loading import load_adapter
+
+        config = config or EngineConfig()
+        adapter = load_adapter(
+            model, device=config.resolved_device(), dtype=config.resolved_dtype(), quantization=config.quantization
+        )
+        return cls(adapter, config)
+
+    # --- sessions ----------------------------------------------------------------
+
+    def open_session(self) -> Session:
+        """A new, empty conversation."""
+        with self._lock:
+            session_id = next(self._session_ids)
+            seq = Sequence(session_id, self.config.block_size)
+            self.scheduler.sequences[session_id] = seq
+            return Session(self, session_id, seq)
+
+    def _append(self, session: Session, segment: Segment) -> None:
+        with self._lock:
+            self._check_open(session)
+            if session.request is not None:
+                raise DossierError(f"session {session.session_id} is generating; wait for its request before appending")
+            vocab = self.adapter.shape.vocab_size
+            bad = [t for t in segment.token_ids if not 0 <= t < vocab]
+            if bad:
+                raise DossierError(f"token ids {bad[:5]} are outside the vocabulary of {self.adapter.name} (0..{vocab - 1})")
+            positions, next_position = self.adapter.segment_positions(segment, session.seq.next_position)
+            session.seq.append(segment.token_ids, positions, next_position, segment.mm_items)
+
+    def _close(self, session: Session) -> None:
+        with self._lock:
+            if session.closed:
+                return
+            if session.request is not None:
+                self.scheduler.remove(session.request)
+                session.request.finish(FinishReason.cancelled)
+                session.request = None
+            self.block_manager.release(session.seq)
+            del self.scheduler.sequences[session.session_id]
+            session.closed = True
+
+    def _check_open(self, session: Session) -> None:
+        if session.closed:
+            raise DossierError(f"session {session.session_id} is closed")
+        if session.engine is not self:
+            raise DossierError(f"session {session.session_id} belongs to another engine")
+
+    # --- requests ----------------------------------------------------------------
+
+    def submit(self, session: Session, sampling: SamplingParams | None = None) -> Request:
+        """Queue one generation turn for `session`; returns its request (collect it from `step()` or `wait()`)."""
+        sampling = sampling or SamplingParams()
+        with self._lock:
+            self._check_open(session)
+            if session.request is not None:
+                raise DossierError(f"session {session.session_id} already has a turn in flight")
+            if len(session.seq) == 0:
+                raise DossierError(f"session {session.session_id} is empty; append a message or tokens first")
+            longest = len(session.seq) + sampling.max_new_tokens
+            if longest > self.adapter.shape.max_positions:
+                raise DossierError(
+                    f"session {session.session_id} would reach {longest} tokens, beyond the model's "
+                    f"{self.adapter.shape.max_positions}-token context"
+                )
+            if self.block_manager.blocks_for(longest) > self.block_manager.num_blocks:
+                raise DossierError(
+                    f"session {session.session_id} would reach {longest} tokens but the KV pool holds "
+                    f"{self.block_manager.num_blocks * self.config.block_size}; raise EngineConfig.kv_cache_gib"
+                )
+            matcher = None
+            if sampling.structure is not None:
+                matcher = self._grammar_cache().matcher(*sampling.structure)
+            generator = None
+            request_id = next(self._request_ids)
+            if not sampling.greedy:
+                seed = sampling.seed if sampling.seed is not None else self.config.seed * 1_000_003 + request_id
+                generator = torch.Generator().manual_seed(seed)
+            request = Request(
+                request_id, session, sampling, matcher, generator, sinks=(session.counters, self.counters)
+            )
+            session.request = request
+            self.scheduler.add(request)
+            return request
+
+    def has_pending(self) -> bool:
+        """True while any submitted request is unfinished."""
+        with self._lock:
+            return self.scheduler.has_work()
+
+    def step(self) -> list[Request]:
+        """Run one forward step over all active requests; return the requests that finished in it."""
+        with self._lock:
+            started = time.perf_counter()
+            self._step += 1
+            chunks, failed = self.scheduler.schedule(self._step)
+            for request in failed:
+                request.session.request = None
+            if not chunks:
+                return failed
+            logits = self.runner.run(chunks)
+            sampling = []
+            for chunk in chunks:
+                request, seq = chunk.request, chunk.request.seq
+                seq.num_computed_tokens += chunk.length
+                self.block_manager.register_computed(seq)
+                if not (chunk.length == 1 and chunk.start >= request.prompt_len):  # else: a generated token fed back
+                    request.count(tokens_prefilled=chunk.length)
+                if chunk.samples:
+                    sampling.append(request)
+            finished = list(failed)
+            if sampling:
+                tokens = sample(logits, sampling, self.stop_token_ids, self._grammars)
+                for request, token in zip(sampling, tokens):
+                    if self._accept(request, token):
+                        finished.append(request)
+            elapsed = time.perf_counter() - started
+            self.counters.forward_steps += 1
+            self.counters.step_time_s += elapsed
+            for chunk in chunks:
+                chunk.request.counters.forward_steps += 1
+                chunk.request.counters.step_time_s += elapsed
+                chunk.request.session.counters.forward_steps += 1
+                chunk.request.session.counters.step_time_s += elapsed
+            return finished
+
+    def run_until_idle(self) -> list[Request]:
+        """Step until no request is pending; return every request finished meanwhile."""
+        finished: list[Request] = []
+        while self.has_pending():
+            finished.extend(self.step())
+        return finished
+
+    def _accept(self, request: Request, token: int) -> bool:
+        """Append a sampled token to its session and decide whether the turn is over."""
+        seq, params = request.seq, request.sampling
+        positions, next_position = self.adapter.segment_positions(Segment([token]), seq.next_position)
+        seq.append([token], positions, next_position)
+        request.output_token_ids.append(token)
+        request.count(tokens_generated=1)
+        if request.first_token_at is None:
+            request.first_token_at = time.perf_counter()
+        reason = None
+        if request.matcher is not None and not request.matcher.accept_token(token):
+            reason = FinishReason.error
+            request.error = f"token {token} was rejected by the structured-output grammar"
+        elif request.matcher is not None and request.matcher.is_terminated():
+            reason = FinishReason.stop
+        elif token in params.stop_token_ids or (not params.ignore_eos and token in self.stop_token_ids):
+            reason = FinishReason.stop
+        elif params.stop and self.processor is not None:
+            text = self.processor.decode(request.output_token_ids)
+            if any(s in text for s in params.stop):
+                reason = FinishReason.stop_string
+        if reason is None and len(request.output_token_ids) >= params.max_new_tokens:
+            reason = FinishReason.length
+        if reason is None:
+            return False
+        if self.processor is not None:
+            text = self.processor.decode(request.output_token_ids)
+            if reason is FinishReason.stop_string:
+                text = text[: min(text.find(s) for s in params.stop if s in text)]
+            request.text = text
+        self.scheduler.remove(request)
+        request.session.request = None
+        request.session.history_len = len(seq)
+        request.finish(reason, request.error)
+        return True
+
+    def _grammar_cache(self) -> GrammarCache:
+        if self._grammars is None:
+            if self.processor is None:
+                raise DossierError(f"structured output needs a tokenizer; model {self.adapter.name!r} has none")
+            self._grammars = GrammarCache(self.processor.tokenizer, self.adapter.shape.vocab_size, self.stop_token_ids)
+        return self._grammars
+
+    # --- introspection -----------------------------------------------------------
+
+    def stats(self) -> dict:
+        """Engine-wide counters and the state of the KV block pool."""
+        with self._lock:
+            bm = self.block_manager
+            return {
+                "counters": self.counters.as_dict(),
+                "kv_blocks_total": bm.num_blocks,
+                "kv_blocks_free": bm.num_free,
+                "kv_blocks_cached_free": bm.num_cached_free,
+                "kv_blocks_evicted": bm.blocks_evicted,
+                "block_size": self.config.block_size,
+                "preemptions": self.scheduler.preemptions,
+                "open_sessions": len(self.scheduler.sequences),
+                "attention_backend": self.runner.backend,
+            }

@@ -1,0 +1,48 @@
+"""Next-token choice for every sampling row of a step: greedy, or temperature / top-k / top-p.
+
+Greedy rows take the argmax (the first maximum, as HF `generate` does). Sampled rows
+use their request's own seeded `torch.Generator`, so a request's tokens do not depend
+on what else is in the batch. Structured-output masks and the min_new_tokens ban on
+stop tokens are applied to the logits before either.
+"""
+
+import torch
+
+from engine.request import Request
+from engine.structured import GrammarCache
+
+__all__ = ["sample"]
+
+
+def sample(logits: torch.Tensor, requests: list[Request], stop_token_ids: set[int], grammars: GrammarCache | None) -> list[int]:
+    """Choose one token per row of `logits` (rows, vocab) float32, row i for `requests[i]`."""
+    constrained = [i for i, r in enumerate(requests) if r.matcher is not None]
+    if constrained:
+        assert grammars is not None
+        grammars.mask(logits, constrained, [requests[i].matcher for i in constrained])
+    for i, request in enumerate(requests):
+        params = request.sampling
+        if len(request.output_token_ids) < params.min_new_tokens:
+            banned = sorted(stop_token_ids | set(params.stop_token_ids))
+            logits[i, banned] = float("-inf")
+    chosen = logits.argmax(dim=-1).tolist()
+    for i, request in enumerate(requests):
+        if not request.sampling.greedy:
+            chosen[i] = _sample_row(logits[i], request)
+    return chosen
+
+
+def _sample_row(row: torch.Tensor, request: Request) -> int:
+    params = request.sampling
+    row = row / params.temperature
+    if params.top_k:
+        kth = torch.topk(row, min(params.top_k, row.numel())).values[-1]
+        row = row.masked_fill(row < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = torch.sort(row, descending=True)
+        probs = sorted_logits.softmax(-1)
+        outside = probs.cumsum(-1) - probs >= params.top_p  # tokens after the nucleus is complete
+        row = row.clone()
+        row[order[outside]] = float("-inf")
+    probs = row.softmax(-1).cpu()
+    return int(torch.multinomial(probs, 1, generator=request.generator).item())

@@ -1,0 +1,128 @@
+"""Continuous batching: which tokens of which requests go into the next forward step.
+
+Each step packs decode tokens (one per request that is generating) and chunks of
+newly appended tokens (prefill) of many sessions into one batch, within a token
+budget. KV blocks are allocated here. When the pool runs short the block manager
+first reuses cached blocks nobody holds (least recently freed first); then the
+scheduler preempts the least recently used idle session (a session waiting for its
+tool keeps its blocks until then), and last the lowest-priority running request. A
+preempted sequence recomputes later, first taking back whatever of its prefix is
+still cached.
+"""
+
+from dataclasses import dataclass
+
+from engine.block_manager import BlockManager
+from engine.config import EngineConfig
+from engine.request import FinishReason, Request
+from engine.sequence import Sequence
+
+__all__ = ["Chunk", "Scheduler"]
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Tokens [start, start + length) of a request's sequence, computed in this step."""
+
+    request: Request
+    start: int
+    length: int
+    samples: bool  # the chunk reaches the sequence end: sample the next token from its last position
+
+
+class Scheduler:
+    """Orders active requests and packs them into steps within the token budget."""
+
+    def __init__(self, config: EngineConfig, block_manager: BlockManager) -> None:
+        self.config = config
+        self.blocks = block_manager
+        self.active: list[Request] = []  # submission order = priority
+        self.sequences: dict[int, Sequence] = {}  # every open session's sequence, for LRU preemption
+        self.busy: set[int] = set()  # seq ids with an active request
+        self.preemptions = 0
+
+    def add(self, request: Request) -> None:
+        self.active.append(request)
+        self.busy.add(request.seq.seq_id)
+
+    def remove(self, request: Request) -> None:
+        self.active.remove(request)
+        self.busy.discard(request.seq.seq_id)
+
+    def has_work(self) -> bool:
+        return bool(self.active)
+
+    def schedule(self, step: int) -> tuple[list[Chunk], list[Request]]:
+        """Pick this step's chunks. Returns (chunks, requests that can never run and were failed)."""
+        budget = self.config.max_num_batched_tokens
+        chunks: list[Chunk] = []
+        failed: list[Request] = []
+        scheduled: set[int] = set()
+        # Decode tokens first: they are cheap and keep generating sessions moving.
+        order = [r for r in self.active if r.is_decoding] + [r for r in self.active if not r.is_decoding]
+        for request in order:
+            if budget == 0 or len(chunks) >= self.config.max_num_seqs:
+                break
+            seq = request.seq
+            if self.blocks.blocks_for(len(seq)) > self.blocks.num_blocks:
+                failed.append(request)
+                continue
+            if not request.admitted or not seq.block_table:
+                self._admit(request)
+            length = min(seq.num_uncomputed_tokens, budget)
+            if not self._make_room(seq, seq.num_computed_tokens + length, scheduled):
+                capacity = (len(seq.block_table) + self.blocks.num_free) * self.blocks.block_size
+                length = min(length, capacity - seq.num_computed_tokens)
+                if length <= 0:
+                    continue  # wait for blocks held by requests already in this step
+            self.blocks.allocate(seq, seq.num_computed_tokens + length)
+            chunks.append(Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq)))
+            scheduled.add(seq.seq_id)
+            seq.last_used_step = step
+            budget -= length
+        for request in failed:
+            self.blocks.release(request.seq)
+            self.remove(request)
+            request.finish(
+                FinishReason.error,
+                f"session {request.session.session_id} needs {len(request.seq)} tokens of KV cache but the pool holds "
+                f"{self.blocks.num_blocks * self.blocks.block_size}; raise EngineConfig.kv_cache_gib or num_kv_blocks",
+            )
+        return chunks, failed
+
+    def _admit(self, request: Request) -> None:
+        """Take cached prefix blocks; the first time, count what the cache served."""
+        self.blocks.match_prefix(request.seq)
+        if not request.admitted:
+            request.admitted = True
+            cached = request.seq.num_computed_tokens
+            request.count(
+                tokens_cached=cached,
+                history_tokens=request.history_tokens,
+                history_tokens_cached=min(cached, request.history_tokens),
+            )
+
+    def _make_room(self, seq: Sequence, num_tokens: int, scheduled: set[int]) -> bool:
+        """Free blocks until `seq` can hold `num_tokens`: idle sessions first (LRU), then later requests."""
+        while self.blocks.blocks_needed(seq, num_tokens) > self.blocks.num_free:
+            victim = self._idle_victim() or self._running_victim(seq, scheduled)
+            if victim is None:
+                return False
+            self._preempt(victim)
+        return True
+
+    def _idle_victim(self) -> Sequence | None:
+        idle = [s for s in self.sequences.values() if s.seq_id not in self.busy and s.block_table]
+        return min(idle, key=lambda s: s.last_used_step) if idle else None
+
+    def _running_victim(self, seq: Sequence, scheduled: set[int]) -> Sequence | None:
+        for request in reversed(self.active):
+            other = request.seq
+            if other is not seq and other.seq_id not in scheduled and other.block_table:
+                request.count(preemptions=1)
+                return other
+        return None
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.preemptions += 1
+        self.blocks.release(seq)

@@ -1,0 +1,74 @@
+"""A sequence: the append-only token ids of one session and where their KV lives.
+
+A session's whole conversation is one `Sequence` that only grows: appended segments
+and generated tokens. `num_computed_tokens` is the prefix whose KV is in the paged
+cache (through `block_table`); the rest is computed by the next forward steps. The
+per-token positions come from the model adapter when a segment is appended
+(M-RoPE positions are 3-D and not simply the token index).
+"""
+
+from models.base import MultimodalItem
+
+__all__ = ["Sequence"]
+
+
+class Sequence:
+    """Token ids, positions and KV block table of one session."""
+
+    __slots__ = (
+        "seq_id",
+        "block_size",
+        "token_ids",
+        "positions",
+        "next_position",
+        "mm_items",
+        "num_computed_tokens",
+        "block_table",
+        "block_hashes",
+        "last_used_step",
+    )
+
+    def __init__(self, seq_id: int, block_size: int) -> None:
+        self.seq_id = seq_id
+        self.block_size = block_size
+        self.token_ids: list[int] = []
+        self.positions: list = []  # one per token: int (RoPE) or tuple (M-RoPE)
+        self.next_position = 0  # position of the next appended token
+        self.mm_items: list[tuple[int, MultimodalItem]] = []  # (absolute first token, item)
+        self.num_computed_tokens = 0  # leading tokens whose KV is in the cache
+        self.block_table: list[int] = []  # KV block ids, in token order
+        self.block_hashes: list[int] = []  # hash of each leading full, computed block
+        self.last_used_step = 0  # engine step that last computed tokens of this sequence (LRU)
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_uncomputed_tokens(self) -> int:
+        return len(self.token_ids) - self.num_computed_tokens
+
+    def append(self, token_ids: list[int], positions: list, next_position: int, mm_items=()) -> None:
+        """Append tokens (and the multimodal items placed in them) after the last token."""
+        assert len(positions) == len(token_ids)
+        start = len(self.token_ids)
+        for item in mm_items:
+            assert 0 <= item.offset and item.offset + item.length <= len(token_ids), "item outside its segment"
+            self.mm_items.append((start + item.offset, item))
+        self.token_ids.extend(token_ids)
+        self.positions.extend(positions)
+        self.next_position = next_position
+
+    def block_tokens(self, index: int) -> tuple[int, ...]:
+        """Token ids of block `index` (may be partial for the last block)."""
+        return tuple(self.token_ids[index * self.block_size : (index + 1) * self.block_size])
+
+    def block_extra_key(self, index: int) -> tuple[str, ...]:
+        """Content hashes of the multimodal items overlapping block `index` (empty for text)."""
+        if not self.mm_items:
+            return ()
+        lo, hi = index * self.block_size, (index + 1) * self.block_size
+        return tuple(item.content_hash for start, item in self.mm_items if start < hi and start + item.length > lo)
+
+    def block_hash(self, index: int, parent: int | None) -> int:
+        """Key of full block `index`: its parent's hash, its token ids and its extra key."""
+        return hash((parent, self.block_tokens(index), self.block_extra_key(index)))

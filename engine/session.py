@@ -1,0 +1,126 @@
+"""A session: one conversation (agent episode) whose KV cache lives across turns.
+
+Append segments (a chat message rendered once with the model's template, a generation
+prompt, or raw token ids), generate, run a tool, append its result, generate again:
+each turn computes only the newly appended tokens. Between turns the session stays
+pinned (its KV blocks are kept) until it is closed or memory runs short, when the
+least recently used sessions are preempted and recompute later.
+
+    with engine.open_session() as session:
+        session.append_message("system", SYSTEM_PROMPT)
+        session.append_message("user", question)
+        session.append_generation_prompt()
+        reply = session.generate(SamplingParams(max_new_tokens=64))
+        session.append_message("tool", run_tool(reply.text))
+"""
+
+from engine.counters import Counters
+from engine.request import Request
+from engine.sampling_params import SamplingParams
+from engine.sequence import Sequence
+from models.base import Segment
+from tools.errors import DossierError
+
+__all__ = ["Session"]
+
+
+class Session:
+    """One conversation's tokens, KV cache and counters; create with `Engine.open_session()`."""
+
+    def __init__(self, engine, session_id: int, seq: Sequence) -> None:
+        self.engine = engine
+        self.session_id = session_id
+        self.seq = seq
+        self.counters = Counters()
+        self.history_len = 0  # tokens held when the previous turn finished
+        self.request: Request | None = None  # the turn being generated, if any
+        self.closed = False
+        self._turn_start: int | None = None  # token index where an open assistant turn's generation began
+
+    # --- appending ---------------------------------------------------------------
+
+    def append(self, token_ids: list[int]) -> None:
+        """Append raw token ids (no template)."""
+        self.append_segment(Segment(list(token_ids)))
+
+    def append_segment(self, segment: Segment) -> None:
+        """Append a segment (token ids, optional positions and multimodal items)."""
+        self.engine._append(self, segment)
+
+    def append_message(self, role: str, content: str) -> list[int]:
+        """Render one chat message with the model's template and append it; return its token ids.
+
+        An assistant turn left open by `generate` is closed first (e.g. "<|im_end|>\\n"),
+        exactly as the template would render the generated text.
+        """
+        processor = self._processor()
+        self._close_turn()
+        segment = processor.render_message(role, content, first=len(self.seq) == 0)
+        self.append_segment(segment)
+        return segment.token_ids
+
+    def append_generation_prompt(self) -> list[int]:
+        """Open an assistant turn (e.g. "<|im_start|>assistant\\n"); return its token ids."""
+        processor = self._processor()
+        self._close_turn()
+        segment = processor.generation_prompt()
+        self.append_segment(segment)
+        self._turn_start = len(self.seq)
+        return segment.token_ids
+
+    def _close_turn(self) -> None:
+        if self._turn_start is not None:
+            generated = self.seq.token_ids[self._turn_start :]
+            self._turn_start = None
+            self.append_segment(self._processor().close_turn(generated))
+
+    def _processor(self):
+        if self.engine.processor is None:
+            raise DossierError(f"model {self.engine.adapter.name!r} has no tokenizer; append token ids with session.append()")
+        return self.engine.processor
+
+    # --- generating --------------------------------------------------------------
+
+    def submit(self, sampling: SamplingParams | None = None) -> Request:
+        """Queue a generation turn; drive it with `engine.step()` (see `Engine.submit`)."""
+        return self.engine.submit(self, sampling)
+
+    def generate(self, sampling: SamplingParams | None = None) -> Request:
+        """Generate one turn, stepping the engine until it finishes (other sessions progress too).
+
+        Returns:
+            the finished `Request`: `.output_token_ids`, `.text`, `.finish_reason`, `.counters`.
+        """
+        request = self.submit(sampling)
+        while not request.finished:
+            self.engine.step()
+        return request.wait()
+
+    # --- state -------------------------------------------------------------------
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The whole conversation so far, as token ids."""
+        return list(self.seq.token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.seq)
+
+    @property
+    def num_cached_tokens(self) -> int:
+        """Tokens whose KV is in the cache right now (0 after a preemption)."""
+        return self.seq.num_computed_tokens
+
+    def close(self) -> None:
+        """Free the session's KV blocks (shared prefixes stay cached) and cancel a running turn."""
+        self.engine._close(self)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.session_id}, tokens={len(self.seq)}, cached={self.seq.num_computed_tokens})"

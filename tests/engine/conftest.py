@@ -1,0 +1,107 @@
+"""Tiny random Llama/Qwen2 models and a tokenizer trained in the test, saved as HF directories.
+
+The tokenizer is a byte-level BPE with SmolLM2's special tokens and ChatML template, so
+chat rendering behaves like the real default model's. Weights are random but with a
+large initializer range, so greedy choices are far from ties and parity with HF
+`generate` is a real check rather than luck.
+"""
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>"]
+CORPUS = [
+    "The quarterly report lists revenue, operating income and net profit for each segment.",
+    "Search results: page 3 of annual-report.pdf mentions total revenue of $1,577 million in 2019.",
+    '{"name": "search", "arguments": {"query": "revenue 2019"}}',
+    "You are a document agent. Use the tools search, view_page and answer to answer the question.",
+    "What is the capital of France? Paris is the capital and largest city of France.",
+    "Tables, figures and footnotes appear on pages 12 to 19 of the filing.",
+] * 4
+
+
+def build_tokenizer(vocab_size: int = 400):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    backend.train_from_iterator(CORPUS, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", bos_token="<|im_start|>", pad_token="<pad>",
+        unk_token="<|endoftext|>",
+    )
+    tokenizer.chat_template = SMOLLM2_TEMPLATE
+    return tokenizer
+
+
+def build_model(kind: str = "llama", vocab_size: int = 448, seed: int = 0):
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    common = dict(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.25, eos_token_id=2,
+        bos_token_id=1, pad_token_id=3,
+    )
+    torch.manual_seed(seed)
+    if kind == "qwen2":
+        return Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=True)).eval()
+    return LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=False, rope_theta=10000.0)).eval()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return build_tokenizer()
+
+
+def _save(tmp_path_factory, tokenizer, kind: str):
+    folder = tmp_path_factory.mktemp(f"tiny-{kind}")
+    model = build_model(kind)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, model
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory, tokenizer):
+    """(model directory, the HF reference model) of a 2-layer random Llama with the test tokenizer."""
+    return _save(tmp_path_factory, tokenizer, "llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2(tmp_path_factory, tokenizer):
+    return _save(tmp_path_factory, tokenizer, "qwen2")
+
+
+def hf_greedy(model, prompt: list[int], max_new_tokens: int, eos: list[int] | None) -> list[int]:
+    """HF `generate`'s greedy continuation of one prompt (no padding, explicit attention mask)."""
+    ids = torch.tensor([prompt])
+    out = model.generate(
+        ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
+        eos_token_id=eos, pad_token_id=3,
+    )
+    generated = out[0, len(prompt):].tolist()
+    if eos:  # HF pads finished rows; cut after the first stop token
+        for i, token in enumerate(generated):
+            if token in eos:
+                return generated[: i + 1]
+    return generated
+
+
+def random_prompt(length: int, seed: int, vocab: int = 448, low: int = 4) -> list[int]:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(low, vocab, (length,), generator=generator).tolist()
