@@ -69,6 +69,8 @@ class PositionalIndex:
         """Sorted page rows containing any of the tokens."""
         if not tokens:
             return np.zeros(0, np.int32)
+        if len(tokens) == 1:
+            return self.pages(tokens[0])  # already sorted and unique
         return np.unique(np.concatenate([self.pages(t) for t in tokens]))
 
     def _positions_in(self, token: int, pages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -45,36 +45,48 @@ def _ids(index: SearchIndex, element: Term | Wildcard) -> list[int]:
     return index.expand(element)
 
 
-def match_rows(node: Node, index: SearchIndex, universe: np.ndarray) -> np.ndarray:
-    """Sorted page rows (within the sorted `universe`) matching the query AST."""
+def _within(rows: np.ndarray, universe: np.ndarray | None) -> np.ndarray:
+    return rows if universe is None else np.intersect1d(rows, universe, assume_unique=True)
+
+
+def match_rows(node: Node, index: SearchIndex, universe: np.ndarray | None = None) -> np.ndarray:
+    """Sorted page rows matching the query AST, within the sorted `universe` (None: every page)."""
     pos = index.positions
     if isinstance(node, Empty):
-        return universe
+        return np.arange(index.num_pages, dtype=np.int32) if universe is None else universe
     if isinstance(node, (Term, Wildcard)):
-        return np.intersect1d(pos.pages_any(_ids(index, node)), universe, assume_unique=True)
+        return _within(pos.pages_any(_ids(index, node)), universe)
     if isinstance(node, Phrase):
         elements = [_ids(index, e) for e in node.elements]
         if any(not ids for ids in elements):
             return np.zeros(0, np.int32)
         rows = universe
         for ids in elements:
-            rows = np.intersect1d(rows, pos.pages_any(ids), assume_unique=True)
+            rows = _within(pos.pages_any(ids), rows)
         return pos.phrase_pages(elements, node.slop, rows)
     if isinstance(node, And):
-        positive = [c for c in node.children if not isinstance(c, Not)]
         rows = universe
-        for child in positive:  # each child is evaluated inside the running intersection
-            rows = match_rows(child, index, rows)
+        for child in node.children:  # positives first, each inside the running intersection
+            if not isinstance(child, Not):
+                rows = match_rows(child, index, rows)
         for child in node.children:
             if isinstance(child, Not):
-                rows = np.setdiff1d(rows, match_rows(child.child, index, rows), assume_unique=True)
+                rows = match_rows(child, index, rows)
         return rows
     if isinstance(node, Or):
         parts = [match_rows(child, index, universe) for child in node.children]
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int32)
     if isinstance(node, Not):
-        return np.setdiff1d(universe, match_rows(node.child, index, universe), assume_unique=True)
+        everything = np.arange(index.num_pages, dtype=np.int32) if universe is None else universe
+        return np.setdiff1d(everything, match_rows(node.child, index, universe), assume_unique=True)
     raise AssertionError(f"unknown query node {node!r}")
+
+
+def is_disjunction(node: Node) -> bool:
+    """True for a word, a wildcard, or an OR of them: every page holding a query word matches."""
+    if isinstance(node, (Term, Wildcard)):
+        return True
+    return isinstance(node, Or) and all(isinstance(c, (Term, Wildcard)) for c in node.children)
 
 
 def positive_tokens(node: Node, index: SearchIndex, negated: bool = False) -> list[int]:
@@ -107,7 +119,6 @@ class Searcher:
         self.store = CorpusStore(corpus)
         self.index = SearchIndex.load(corpus)
         self.backend = backend
-        self._all_rows = np.arange(self.index.num_pages, dtype=np.int32)
 
     @property
     def stale(self) -> bool:
@@ -121,14 +132,15 @@ class Searcher:
             return bag_of_words(query)
         raise DossierError(f"unknown search mode {mode!r}; use 'boolean' or 'bag'")
 
-    def universe(self, document: str | None) -> np.ndarray:
+    def universe(self, document: str | None) -> np.ndarray | None:
+        """Sorted page rows a search may return (None: every page)."""
         if document is None:
-            return self._all_rows
+            return None
         if document not in self.index.doc_rows:
             self.store.document(document)  # raises "unknown document" with suggestions
             raise DossierError(f"document {document!r} is not in the index; rebuild it with `dossier index`")
         lo, hi = self.index.doc_rows[document]
-        return self._all_rows[lo:hi]
+        return np.arange(lo, hi, dtype=np.int32)
 
     def search(self, query: str, k: int = 5, document: str | None = None, mode: str = "boolean",
                snippets: bool = True) -> list[SearchHit]:
@@ -152,13 +164,18 @@ class Searcher:
         node = self.parse(query, mode)
         if isinstance(node, Empty):
             return []
-        rows = match_rows(node, self.index, self.universe(document))
-        if len(rows) == 0:
-            return []
-        mask = np.zeros(self.index.num_pages, dtype=bool)
-        mask[rows] = True
+        universe = self.universe(document)
         positive = np.array(positive_tokens(node, self.index), dtype=np.int64)
-        ids, scores = topk(self.index.matrix, positive, k, candidates=mask, include_zero=True, backend=self.backend)
+        if universe is None and is_disjunction(node):
+            # every page holding a query word matches: the kernel's own candidate set, no mask
+            ids, scores = topk(self.index.matrix, positive, k, backend=self.backend)
+        else:
+            rows = match_rows(node, self.index, universe)
+            if len(rows) == 0:
+                return []
+            mask = np.zeros(self.index.num_pages, dtype=bool)
+            mask[rows] = True
+            ids, scores = topk(self.index.matrix, positive, k, candidates=mask, include_zero=True, backend=self.backend)
         words = {str(self.index.vocab[t]) for t in positive}
         hits = []
         for row, score in zip(ids.tolist(), scores.tolist()):
