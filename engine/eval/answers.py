@@ -17,6 +17,7 @@ __all__ = [
     "exact_match",
     "is_refusal",
     "levenshtein",
+    "levenshtein_within",
 ]
 
 _EDGE_PUNCT = " \t\n.,;:!?\"'`"
@@ -90,3 +91,25 @@ def levenshtein(a: str, b: str) -> int:
             current.append(min(previous[i] + 1, current[i - 1] + 1, previous[i - 1] + cost))
         previous = current
     return previous[-1]
+
+
+def levenshtein_within(a: str, b: str, limit: int) -> int | None:
+    """The edit distance when it is at most `limit`, else None; stops as soon as `limit` is exceeded.
+
+    Every cell of a DP row is a lower bound on the final distance once the row is complete, so
+    a row whose minimum exceeds `limit` ends the search (cost O(limit * len) for far strings).
+    """
+    if abs(len(a) - len(b)) > limit:
+        return None
+    if len(a) > len(b):
+        a, b = b, a
+    previous = list(range(len(a) + 1))
+    for j, char_b in enumerate(b, start=1):
+        current = [j]
+        for i, char_a in enumerate(a, start=1):
+            cost = 0 if char_a == char_b else 1
+            current.append(min(previous[i] + 1, current[i - 1] + 1, previous[i - 1] + cost))
+        if min(current) > limit:
+            return None
+        previous = current
+    return previous[-1] if previous[-1] <= limit else None

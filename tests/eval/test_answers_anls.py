@@ -6,7 +6,15 @@ import pytest
 from anls_star import anls_score
 
 from engine.eval.anls import ANLSScorer, anls_star
-from engine.eval.answers import answer_parts, exact_match, is_empty_answer, is_refusal, levenshtein, normalize_for_match
+from engine.eval.answers import (
+    answer_parts,
+    exact_match,
+    is_empty_answer,
+    is_refusal,
+    levenshtein,
+    levenshtein_within,
+    normalize_for_match,
+)
 
 from . import madqa_reference
 
@@ -45,6 +53,19 @@ def test_scorer_matches_package_and_harness_on_random_answers():
         expected = max(anls_score([g.lower() for g in v], [a.lower() for a in answer]) for v in variants)
         assert scorer(answer, variants) == pytest.approx(expected, abs=1e-12)
         assert scorer(answer, variants) == pytest.approx(madqa_reference.anls_star(answer, variants), abs=1e-12)
+
+
+def test_shortcuts_never_change_a_score():
+    # near-threshold pairs from a 3-letter alphabet: the exact and the provably-zero shortcuts must agree
+    # with the package on every one
+    rng = random.Random(5)
+    scorer = ANLSScorer()
+    for _ in range(1500):
+        answer = ["".join(rng.choice("ab c") for _ in range(rng.randint(0, 7))) for _ in range(rng.randint(1, 3))]
+        variants = [["".join(rng.choice("abc ") for _ in range(rng.randint(0, 7))) for _ in range(rng.randint(1, 3))]]
+        expected = anls_score([g.lower() for g in variants[0]], [a.lower() for a in answer])
+        assert scorer(answer, variants) == pytest.approx(expected, abs=1e-12), (answer, variants)
+    assert 0 < scorer.package_calls < 1500  # the shortcuts did skip some calls
 
 
 def test_package_argument_order_is_irrelevant_for_string_lists():
@@ -92,3 +113,13 @@ def test_levenshtein():
     assert levenshtein("kitten", "sitting") == 3
     assert levenshtein("", "abc") == 3
     assert levenshtein("abc", "abc") == 0
+
+
+def test_bounded_levenshtein_agrees_with_the_full_one():
+    rng = random.Random(2)
+    for _ in range(2000):
+        a = "".join(rng.choice("abc") for _ in range(rng.randint(0, 9)))
+        b = "".join(rng.choice("abc") for _ in range(rng.randint(0, 9)))
+        limit = rng.randint(0, 5)
+        full = levenshtein(a, b)
+        assert levenshtein_within(a, b, limit) == (full if full <= limit else None), (a, b, limit)

@@ -32,6 +32,8 @@ from engine.eval.mudabench import (
         ("FINAL ANSWER: Eiffel Towr", ["Eiffel Tower"], True),  # similarity 11/12 >= 0.9
         ("FINAL ANSWER: Eifel Towr", ["Eiffel Tower"], False),  # 10/12 < 0.9
         ("FINAL ANSWER: Paris", ["Lyon", "paris"], True),  # any gold answer
+        ("FINAL ANSWER: abcdefghiz", ["abcdefghij"], True),  # similarity exactly 0.9 passes
+        ("FINAL ANSWER: abcdefghyz", ["abcdefghij"], False),  # 0.8
         ("first FINAL ANSWER: x then FINAL ANSWER: Paris", ["Paris"], True),  # the last marker counts
         (["Alpha", "Beta"], ["alpha, beta"], True),  # a list answer is written "A, B"
         (None, ["x"], False),
