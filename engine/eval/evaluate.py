@@ -19,7 +19,7 @@ from engine.eval.anls import ACCURACY_THRESHOLD, ANLSScorer
 from engine.eval.calibration import JudgeCalibration
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
-from engine.eval.mudabench import combine_coverage, coverage_for_question, tolerance_row_judge
+from engine.eval.mudabench import combine_coverage, coverage_for_question, rows_from_metadata, tolerance_row_judge
 from engine.eval.steps import accuracy_at_budgets, first_query_hits, query_drift
 from engine.eval.summary import breakdowns, summarize
 from engine.eval.trajectories import Episode
@@ -84,6 +84,8 @@ def _coverage(questions: list[Question], predictions: dict[str, Prediction | Non
     per_question = []
     for question in questions:
         rows = question.extra.get("source_rows")
+        if rows is None and isinstance(question.extra.get("metadata"), list):
+            rows = rows_from_metadata(question.extra["metadata"])  # as `dossier import mudabench` keeps them
         if not rows:
             continue
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):

@@ -44,7 +44,7 @@ class ItemResult:
     doc_recall: float
     doc_f1: float
     effort: int  # searches, else iterations; 0 means unknown (left out of Kuiper)
-    hop_type: str  # single / cross_page / cross_doc, from the gold evidence
+    hop_type: str  # single / cross_page / cross_doc, from the gold evidence (else the gold's declared hop_type)
     category: str  # gold "document_category" (or "category"), "unknown" when absent
     domain: str  # gold "domain", "unknown" when absent
     taxonomy: str  # error class, see engine/eval/taxonomy.py
@@ -57,6 +57,19 @@ class ItemResult:
     @classmethod
     def from_json(cls, obj: dict) -> ItemResult:
         return cls(**{name: obj.get(name) for name in cls.__dataclass_fields__})
+
+
+_HOP_NAMES = {"single": "single", "cross_page": "cross_page", "cross-page": "cross_page",
+              "cross_doc": "cross_doc", "cross-doc": "cross_doc", "cross-document": "cross_doc",
+              "cross_document": "cross_doc"}
+
+
+def _hop(question: Question) -> str:
+    # from the gold evidence (MADQA); a question without page evidence may declare its hop type
+    # (MuDABench's importer writes "cross-document")
+    if question.evidence:
+        return hop_type(question.evidence)
+    return _HOP_NAMES.get(str(question.extra.get("hop_type", "single")).lower(), "single")
 
 
 def _label(question: Question, *keys: str) -> str:
@@ -114,7 +127,7 @@ def score_item(
         doc_recall=doc.recall,
         doc_f1=doc.f1,
         effort=effort_of(prediction.search_history, prediction.iterations) if prediction is not None else 0,
-        hop_type=hop_type(question.evidence),
+        hop_type=_hop(question),
         category=_label(question, "document_category", "category"),
         domain=_label(question, "domain"),
         taxonomy=classify_error(correct, answer, citations, question.evidence, prediction is not None),

@@ -14,6 +14,8 @@ questions:
 
 Record shapes (canonical files carry them as extra fields):
   question["source_rows"] = [{"row_index": 0, "document": "doc-17", "values": {...}, "details": {...}}, ...]
+    or, as `dossier import mudabench` keeps them, MuDABench's own question["metadata"] rows
+    ({"id": "doc-17", "value_revenue": ..., "detail_unit": ...}), converted by `rows_from_metadata`;
   prediction["document_dialogs"] = {"doc-17": "Q: ...\\nA: ..." | [{"prompt": ..., "answer": ...}, ...]}
 A row judge is any callable (question, row, metric_columns, dialog) -> iterable of correct field
 names; `tolerance_row_judge` is the deterministic one used without an LLM.
@@ -32,6 +34,7 @@ __all__ = [
     "extract_numbers",
     "mudabench_answer_correct",
     "metric_columns",
+    "rows_from_metadata",
     "dialog_text",
     "tolerance_row_judge",
     "coverage_for_question",
@@ -99,6 +102,29 @@ def mudabench_answer_correct(answer: str | list[str] | None, gold_variants: list
     if not text.strip():
         return False
     return any(variant and all(_value_found(part, text) for part in variant) for variant in gold_variants)
+
+
+_DOC_ID_KEYS = ("chatdoc_upload_id", "doc_id", "document_id", "toBid", "id")  # MuDABench's order of preference
+
+
+def rows_from_metadata(metadata: list) -> list[dict]:
+    """MuDABench's atomic metadata rows as source rows: value_<k> -> values[k], detail_<k> -> details[k].
+
+    Rows without any value_/detail_ field carry no scorable fact and are skipped (MuDABench
+    scores such questions another way).
+    """
+    rows = []
+    for index, meta in enumerate(metadata or []):
+        if not isinstance(meta, dict):
+            continue
+        values = {k[len("value_"):]: v for k, v in meta.items() if isinstance(k, str) and k.startswith("value_")}
+        details = {k[len("detail_"):]: v for k, v in meta.items() if isinstance(k, str) and k.startswith("detail_")}
+        if not values and not details:
+            continue
+        document = next((str(meta[k]) for k in _DOC_ID_KEYS if meta.get(k) is not None), None)
+        rows.append({"row_index": index, "document": document, "symbol": meta.get("symbol"),
+                     "year": meta.get("year"), "values": values, "details": details})
+    return rows
 
 
 def metric_columns(row: dict) -> dict[str, object]:

@@ -129,3 +129,28 @@ def test_parity_with_madqa_published_formulas():
     assert 0.2 < theirs["accuracy"] < 0.8 and theirs["kuiper"] is not None
     for key in ("accuracy", "page_f1", "doc_f1", "kuiper"):
         assert ours[key] == pytest.approx(theirs[key], abs=1e-9), key
+
+
+def test_mudabench_file_through_the_importer(tmp_path):
+    from engine.datasets.importers import import_questions
+
+    raw = [{"question": "Which bank had the highest capital adequacy ratio in 2021?", "final_answer": "601398",
+            "metadata": [
+                {"symbol": "002142", "year": 2021, "value_capital_adequacy_ratio_pct": 15.44,
+                 "schema": {"value_capital_adequacy_ratio_pct": "ratio"}, "id": "doc-a", "doctype": "annual report"},
+                {"symbol": "601398", "year": 2021, "value_capital_adequacy_ratio_pct": 18.02,
+                 "schema": {"value_capital_adequacy_ratio_pct": "ratio"}, "id": "doc-b", "doctype": "annual report"}],
+            "source_answer": ["002142: 15.44%", "601398: 18.02%"]}]
+    path = tmp_path / "mudabench.json"
+    path.write_text(json.dumps(raw))
+    questions, errors = import_questions("mudabench", path)
+    assert not errors
+    prediction = Prediction.from_json({"id": questions[0].id, "answer": "601398", "document_dialogs": {
+        "doc-a": "Q: capital adequacy ratio 2021?\nA: 15.4%", "doc-b": "Q: capital adequacy ratio 2021?\nA: 18.1%"}},
+        "p")
+    result = evaluate(questions, [prediction], config=EvalConfig(bootstrap=0))
+    coverage = result.report["mudabench_coverage"]
+    # doc-a: 15.4 ~ 15.44 right; doc-b: 18.1 vs 18.02 wrong first decimal -> 1 of 2 cells and rows
+    assert (coverage["cell_correct"], coverage["cell_total"], coverage["row_correct"]) == (1, 2, 1)
+    assert coverage["column_accuracy"] == 0.0  # the one column is not right in every row
+    assert result.items[0].hop_type == "cross_doc" and result.items[0].mudabench
