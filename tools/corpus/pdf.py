@@ -132,8 +132,11 @@ def _short(err: Exception) -> str:
 
 
 def _read_page(page, number: int) -> PageRecord:
+    import pymupdf
+
     rect = page.rect
-    textpage = page.get_textpage()  # one layout pass serves both the text and the words
+    # one layout pass, with get_text's own flags (clip to the page, keep ligatures/whitespace), serves both
+    textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
     # words: (x0, y0, x1, y1, word, block_no, line_no, word_no), in PyMuPDF's reading order
     raw_words = page.get_text("words", sort=False, textpage=textpage)
     if raw_words:
