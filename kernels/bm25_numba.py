@@ -1,4 +1,4 @@
-"""Numba backend for BM25 top-k: the jit-ready MaxScore kernel compiled with the GIL released.
+"""Numba backend for BM25 top-k: the jit-ready blocked MaxScore kernel compiled with the GIL released.
 
 `topk_batch_numba` splits a batch of queries into chunks and runs them on a thread pool; each
 chunk is one call of the compiled kernel, which holds no GIL, so threads scale across cores.
@@ -13,16 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .bm25_maxscore import maxscore_topk_jit_ready
+from .bm25_taat import blocked_topk_jit_ready
 
 try:
     from numba import njit
 except ImportError as error:  # pragma: no cover - numba is a core dependency
     raise ImportError("the numba BM25 backend needs numba; install it with: pip install numba==0.68.1") from error
 
-__all__ = ["topk_batch_numba", "maxscore_topk"]
+__all__ = ["topk_batch_numba", "blocked_topk", "BLOCK_SHIFT"]
 
-maxscore_topk = njit(nogil=True, cache=True)(maxscore_topk_jit_ready)
+blocked_topk = njit(nogil=True, cache=True)(blocked_topk_jit_ready)
+
+BLOCK_SHIFT = 14  # 2^14-doc blocks: a 64 KiB float32 accumulator stays in L1/L2 (measured best of 12..18)
 
 
 def topk_batch_numba(matrix, queries: list[np.ndarray], k: int, *, candidates: np.ndarray | None = None,
@@ -43,9 +45,11 @@ def topk_batch_numba(matrix, queries: list[np.ndarray], k: int, *, candidates: n
     has_mask = candidates is not None
     mask = candidates if has_mask else np.zeros(1, dtype=np.bool_)
     args = (matrix.data, matrix.indices, matrix.indptr, matrix.term_upper, flat, query_ptr)
+    # small corpora get a block no larger than themselves (less to allocate per call)
+    shift = min(BLOCK_SHIFT, max(6, int(matrix.num_docs - 1).bit_length()))
 
     def run(lo: int, hi: int) -> None:
-        maxscore_topk(*args, lo, hi, k, mask, has_mask, out_ids, out_scores, out_counts)
+        blocked_topk(*args, lo, hi, k, mask, has_mask, shift, out_ids, out_scores, out_counts)
 
     workers = min(threads or os.cpu_count() or 1, n_queries)
     if workers <= 1:

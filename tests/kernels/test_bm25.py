@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kernels import ScoreMatrix, topk, topk_batch, topk_reference
-from kernels.bm25_maxscore import maxscore_topk_jit_ready
+from kernels.bm25_taat import blocked_topk_jit_ready
 
 from .conftest import build_bm25s, random_queries, zipf_corpus
 
@@ -77,8 +77,8 @@ def test_jit_ready_source_runs_unjitted(small_bm25s):
     ids = np.zeros((5, 5), np.int64)
     scores = np.zeros((5, 5), np.float32)
     counts = np.zeros(5, np.int64)
-    maxscore_topk_jit_ready(matrix.data, matrix.indices, matrix.indptr, matrix.term_upper, np.concatenate(queries),
-                            ptr, 0, 5, 5, np.zeros(1, np.bool_), False, ids, scores, counts)
+    blocked_topk_jit_ready(matrix.data, matrix.indices, matrix.indptr, matrix.term_upper, np.concatenate(queries),
+                           ptr, 0, 5, 5, np.zeros(1, np.bool_), False, 8, ids, scores, counts)
     for i, query in enumerate(queries):
         _assert_same(topk_reference(matrix, query, 5), (ids[i, :counts[i]], scores[i, :counts[i]]), f"query {i}")
 
