@@ -50,6 +50,10 @@ class KuiperResult:
     reason: str | None = None  # why the statistic is undefined
 
 
+def _effort_text(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
+
+
 def _kept(efforts: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray, int]:
     if len(efforts) != len(correct):
         raise ValueError(f"efforts and correct differ in length: {len(efforts)} vs {len(correct)}")
@@ -75,14 +79,16 @@ def kuiper(efforts: Sequence[float], correct: Sequence[bool]) -> KuiperResult:
         reason = "every item is correct" if total_correct == n else "no item is correct"
         return KuiperResult(None, total_correct / n, n, dropped, [], reason)
     values, group = np.unique(e, return_inverse=True)
+    if values.size == 1:  # nothing to order by: MADQA reports Kuiper only for systems whose effort varies
+        reason = f"every item has the same effort ({_effort_text(values[0])}); Kuiper needs two effort values"
+        return KuiperResult(None, total_correct / n, n, dropped, [], reason)
     group_n = np.bincount(group, minlength=values.size).astype(np.int64)
     group_c = np.bincount(group, weights=y, minlength=values.size).astype(np.int64)
     k = np.cumsum(group_n)
     scaled = n * np.cumsum(group_c) - k * total_correct  # N * D at each boundary, exact
     high = max(0, int(scaled.max()))
     low = min(0, int(scaled.min()))
-    curve = [(0, 0, 0.0)] + [(int(v) if float(v).is_integer() else float(v), int(kk), float(s) / n)
-                             for v, kk, s in zip(values, k, scaled)]
+    curve = [(0, 0, 0.0)] + [(_effort_text(v), int(kk), float(s) / n) for v, kk, s in zip(values, k, scaled)]
     return KuiperResult((high - low) / n, total_correct / n, n, dropped, curve)
 
 
@@ -118,7 +124,7 @@ def kuiper_bootstrap_ci(
     """
     e, y, _ = _kept(efforts, correct)
     n = int(e.size)
-    if n == 0 or y.all() or not y.any():
+    if n == 0 or y.all() or not y.any() or np.unique(e).size < 2:
         return None
     values, group = np.unique(e, return_inverse=True)
     cells = np.bincount(group * 2 + y.astype(np.int64), minlength=2 * values.size)
@@ -149,9 +155,9 @@ def kuiper_permutation_p(
     """
     e, y, _ = _kept(efforts, correct)
     n = int(e.size)
-    if n == 0 or y.all() or not y.any():
-        return None
     observed = kuiper(e, y).statistic
+    if observed is None:
+        return None
     _, group = np.unique(e, return_inverse=True)
     sizes = np.bincount(group).astype(np.int64)
     rng = np.random.default_rng(seed)

@@ -46,8 +46,12 @@ def test_effort_zero_items_are_dropped():
     assert result.statistic == pytest.approx(2 / 3)  # D = 2/3, 1/3, 0
 
 
-def test_single_effort_value_gives_zero():
-    assert kuiper([4, 4, 4, 4], [1, 0, 1, 0]).statistic == 0.0
+def test_a_single_effort_value_is_undefined_not_zero():
+    # a non-agentic system (fixed budget) has nothing to order by; MADQA reports no Kuiper for it
+    result = kuiper([4, 4, 4, 4], [1, 0, 1, 0])
+    assert result.statistic is None and "same effort (4)" in result.reason
+    assert kuiper_bootstrap_ci([4, 4, 4, 4], [1, 0, 1, 0]) is None
+    assert kuiper_permutation_p([4, 4, 4, 4], [1, 0, 1, 0]) is None
 
 
 def test_effort_of_follows_madqa():
