@@ -86,10 +86,11 @@ def score(
     config = EvalConfig(calibration=JudgeCalibration(q1=q1, q0=q0, m1=judge_m1, m0=judge_m0),
                         bootstrap=bootstrap, seed=seed, docvqa_require_marker=docvqa_strict)
     if judge:
-        from engine.eval.llm_judge import CompletionJudge, CompletionRowJudge, load_engine_complete
+        from engine.eval.llm_judge import load_engine_judge, load_engine_row_judge
 
-        complete = load_engine_complete(judge)
-        config.judge, config.coverage_judge = CompletionJudge(complete), CompletionRowJudge(complete)
+        config.judge = load_engine_judge(judge)
+        if any(q.extra.get("metadata") or q.extra.get("source_rows") for q in inputs.questions):
+            config.coverage_judge = load_engine_row_judge(judge)
     if drift and inputs.episodes:
         from engine.eval.embeddings import MiniLMEmbedder
 

@@ -35,7 +35,7 @@ class ItemResult:
     accurate: bool  # ANLS* >= 0.5 (MADQA's `accuracy`)
     exact: bool  # exact match after normalisation
     semantic: float | None  # 1 / 0.5 / 0 from the two-stage judge; None without a judge
-    semantic_source: str | None  # "empty", "exact", "too_long" or "judge"
+    semantic_source: str | None  # "empty", "exact", "refusal", "too_long" or "judge"
     correct: bool  # semantic >= 0.5 with a judge, else `accurate`; drives Kuiper and the taxonomy
     page_precision: float
     page_recall: float

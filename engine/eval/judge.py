@@ -7,6 +7,9 @@ running on Dossier's own engine plugs in through `engine/eval/llm_judge.py`.
 Scoring follows MADQA: an empty answer scores 0 without a judge call; an exact match (or
 ANLS* = 1) scores 1 without a judge call; an answer longer than 2,000 characters (as JSON)
 scores 0 without a call (MADQA's harness does the same); everything else goes to the judge.
+One addition: an answer that plainly declines ("I cannot find ...", "Unknown"; see
+`engine.eval.answers.is_refusal`) scores 0 without a call. The rubric's first rule says the
+same, and a small local judge should not get the chance to accept a refusal.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Protocol
 
-from engine.eval.answers import is_empty_answer
+from engine.eval.answers import is_empty_answer, is_refusal
 from tools.errors import DossierError
 
 __all__ = [
@@ -87,7 +90,7 @@ Question: {question}
 Accepted answers (each is a list of parts): {gold}
 Answer to grade: {answer}
 
-Think briefly, then end with one line of JSON: {{"verdict": "correct" | "partial" | "incorrect"}}"""
+Reply with JSON only: {{"verdict": "correct" | "partial" | "incorrect"}}"""
 
 _JSON_VERDICT = re.compile(r'"verdict"\s*:\s*"(correct|partial|incorrect)"', re.IGNORECASE)
 _WORD_VERDICT = re.compile(r"\b(correct|partial|incorrect)\b", re.IGNORECASE)
@@ -153,12 +156,14 @@ def semantic_score(
         judge: the judge callable.
 
     Returns:
-        (score in {0, 0.5, 1}, how it was decided: "empty", "exact", "too_long" or "judge").
+        (score in {0, 0.5, 1}, how it was decided: "empty", "exact", "refusal", "too_long" or "judge").
     """
     if answer is None or is_empty_answer(answer):
         return 0.0, "empty"
     if exact or anls >= 1.0:
         return 1.0, "exact"
+    if is_refusal(answer):
+        return 0.0, "refusal"
     if len(json.dumps(answer, ensure_ascii=False)) > MAX_JUDGED_ANSWER_CHARS:
         return 0.0, "too_long"
     return Verdict.coerce(judge(question, gold_variants, answer)).score, "judge"

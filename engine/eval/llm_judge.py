@@ -3,14 +3,11 @@
 `CompletionJudge` turns any text-completion function `prompt -> reply` into a judge: it
 renders MADQA's rubric (`engine.eval.judge.build_judge_prompt`) and reads the verdict from
 the reply. `CompletionRowJudge` does the same for MuDABench's per-document row judge.
-`load_engine_judge(model)` builds one on `engine.llm_engine` (issue 4). That
-module is imported only here, lazily, and only when `--judge MODEL` is given. The adapter
-expects the engine to offer
-
-    engine.llm_engine.complete(model: str, prompt: str, *, max_tokens: int, temperature: float) -> str
-
-(one chat turn, greedy at temperature 0). Until the engine lands, `--judge` stops with a
-clear error; a judge can still be passed from Python (`EvalConfig(judge=...)`).
+`load_engine_judge(model)` builds one on Dossier's inference engine (`engine.llm_engine.Engine`),
+imported only here, lazily, and only when `--judge MODEL` is given: each judgement is one chat
+turn in a fresh session, greedy, with the reply constrained to the verdict's JSON schema
+(structured output), so even a small local model always returns a readable verdict. The
+shared rubric prefix of every prompt is computed once thanks to the engine's prefix cache.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ __all__ = [
     "parse_correct_fields",
     "load_engine_complete",
     "load_engine_judge",
+    "load_engine_row_judge",
 ]
 
 # MuDABench's document-wise row judge, in our own words.
@@ -103,8 +101,19 @@ class CompletionRowJudge:
         return parse_correct_fields(self.complete(build_row_judge_prompt(question, row, columns, dialog)), columns)
 
 
-def load_engine_complete(model: str, max_tokens: int = 256) -> Callable[[str], str]:
-    """prompt -> reply on `engine.llm_engine`, greedy.
+VERDICT_SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string", "enum": [v.value for v in Verdict]}},
+                  "required": ["verdict"]}
+ROW_SCHEMA = {"type": "object", "properties": {"correct_metric_fields": {"type": "array", "items": {"type": "string"}}},
+              "required": ["correct_metric_fields"]}
+
+
+def load_engine_complete(model: str, max_tokens: int = 256, json_schema: dict | None = None) -> Callable[[str], str]:
+    """prompt -> reply from `model` on Dossier's engine: one user turn per call, greedy.
+
+    Args:
+        model: what `Engine.from_pretrained` accepts ("default", a local directory, a .gguf file).
+        max_tokens: most tokens per reply.
+        json_schema: constrain the reply to this JSON schema (structured output).
 
     Raises:
         DossierError: the inference engine is not part of this installation yet, or it lacks
@@ -112,21 +121,33 @@ def load_engine_complete(model: str, max_tokens: int = 256) -> Callable[[str], s
     """
     try:
         llm_engine = importlib.import_module("engine.llm_engine")
+        sampling = importlib.import_module("engine.sampling_params")
     except ImportError as err:
         raise DossierError(
             f"--judge {model}: the LLM judge needs Dossier's inference engine (engine/llm_engine.py), which this "
-            "installation does not have yet; run without --judge (ANLS*, exact match and all other metrics still "
-            "work) or pass a judge from Python with EvalConfig(judge=...)"
+            "installation does not have; run without --judge (ANLS*, exact match and all other metrics still work) "
+            "or pass a judge from Python with EvalConfig(judge=...)"
         ) from err
-    complete = getattr(llm_engine, "complete", None)
-    if not callable(complete):
-        raise DossierError(
-            f"--judge {model}: engine.llm_engine has no complete(model, prompt, max_tokens=, temperature=) function, "
-            "which the judge adapter (engine/eval/llm_judge.py) calls; update one of the two"
-        )
-    return lambda prompt: complete(model, prompt, max_tokens=max_tokens, temperature=0.0)
+    engine = llm_engine.Engine.from_pretrained(model)
+    params = sampling.SamplingParams(temperature=0.0, max_new_tokens=max_tokens, json_schema=json_schema)
+
+    def complete(prompt: str) -> str:
+        session = engine.open_session()
+        try:
+            session.append_message("user", prompt)
+            session.append_generation_prompt()
+            return session.generate(params).text
+        finally:
+            session.close()
+
+    return complete
 
 
-def load_engine_judge(model: str, max_tokens: int = 256) -> CompletionJudge:
-    """A `CompletionJudge` running `model` on `engine.llm_engine` (errors as `load_engine_complete`)."""
-    return CompletionJudge(load_engine_complete(model, max_tokens))
+def load_engine_judge(model: str) -> CompletionJudge:
+    """A `CompletionJudge` running `model` on Dossier's engine (errors as `load_engine_complete`)."""
+    return CompletionJudge(load_engine_complete(model, max_tokens=24, json_schema=VERDICT_SCHEMA))
+
+
+def load_engine_row_judge(model: str) -> CompletionRowJudge:
+    """A MuDABench `CompletionRowJudge` running `model` on Dossier's engine."""
+    return CompletionRowJudge(load_engine_complete(model, max_tokens=256, json_schema=ROW_SCHEMA))

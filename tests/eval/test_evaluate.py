@@ -68,12 +68,12 @@ def test_semantic_accuracy_with_a_scripted_judge():
     judge = ScriptedJudge({"Question q2?": "partial"})
     result = evaluate(GOLD, PREDICTIONS, config=EvalConfig(judge=judge, bootstrap=0))
     report = result.report
-    assert [c[0] for c in judge.calls] == ["Question q2?", "Question q5?"]  # exact and empty items skip the judge
+    assert [c[0] for c in judge.calls] == ["Question q2?"]  # exact, empty and refusing answers skip the judge
     assert report["semantic_raw"] == pytest.approx((1 + 0.5 + 0 + 1 + 0) / 5)
     assert report["semantic_accuracy"] == pytest.approx(0.5 / 0.98)
     low, high = report["semantic_accuracy_ci"]
     assert low < report["semantic_accuracy"] < high
-    assert report["judge_calls"] == 2
+    assert report["judge_calls"] == 1
     by_id = {item.id: item for item in result.items}
     assert by_id["q2"].correct and by_id["q2"].taxonomy == "correct"  # partial (0.5) counts as correct
     assert report["accuracy"] == pytest.approx(2 / 5)  # `accuracy` stays ANLS*-based

