@@ -1,0 +1,190 @@
+"""MaxSim (ColBERT/ColPali late interaction) over ragged pages: reference, CPU fast path, dispatch.
+
+score(query, page) = sum_i w_i * max_{j in page} <q_i, v_j>
+
+- `query`: (nq, dim) float vectors (w: optional per-query-vector weights, default 1; HEAVEN's
+  key-token pass uses 0/1 weights).
+- Page vectors of every page back to back in `vectors` (total, dim), page p owning rows
+  `offsets[p]:offsets[p+1]` (ragged: ColQwen pages differ in length). Storage float32,
+  float16, bfloat16, or int8 with a per-vector float32 `scales` (v = int8 * scale).
+- `page_ids`: which pages to score (candidates); only their rows are read, so the cost is
+  proportional to the candidates, not the corpus. Default: every page.
+- An empty page scores 0. colpali-engine's `score_multi_vector` pads pages with zero vectors,
+  so a padded page's max is never below 0; here the max runs over real vectors only. On pages
+  of equal length (no padding) the two agree; the parity tests check both.
+
+Backends: "reference" (colpali's einsum per page, fp32), "torch" (blocked: gather a group of
+pages, dequantize to fp32 in L2-sized blocks, one matmul, segment max; the (nq, vectors)
+similarity block never exceeds `block_vectors` columns), "triton" (`kernels/maxsim_triton.py`,
+fused: never materialises similarities), "auto" (triton on CUDA tensors, else torch).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+__all__ = ["maxsim", "maxsim_reference", "einsum_maxsim_padded", "as_tensor", "MAXSIM_BACKENDS"]
+
+MAXSIM_BACKENDS = ("auto", "reference", "torch", "triton")
+_STORAGE = (torch.float32, torch.float16, torch.bfloat16, torch.int8)
+
+
+def as_tensor(array) -> torch.Tensor:
+    """A torch view of a numpy array or memmap (no copy; read-only memmaps are fine to read)."""
+    if isinstance(array, torch.Tensor):
+        return array
+    with warnings.catch_warnings():  # torch warns on read-only arrays; we never write to them
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(np.asarray(array))
+
+
+def _check(query, vectors, offsets, page_ids, scales, query_weights):
+    query, vectors, offsets = as_tensor(query), as_tensor(vectors), as_tensor(offsets)
+    if query.ndim != 2 or vectors.ndim != 2 or query.shape[1] != vectors.shape[1]:
+        raise ValueError(f"query (nq, dim) and vectors (total, dim) must share dim; got {tuple(query.shape)} "
+                         f"and {tuple(vectors.shape)}")
+    if vectors.dtype not in _STORAGE:
+        raise ValueError(f"vectors must be float32, float16, bfloat16 or int8, got {vectors.dtype}")
+    if offsets.ndim != 1 or offsets.dtype not in (torch.int32, torch.int64) or len(offsets) < 1:
+        raise ValueError("offsets must be a 1-D int tensor of num_pages + 1 row offsets")
+    if (vectors.dtype == torch.int8) != (scales is not None):
+        raise ValueError("int8 vectors need per-vector `scales` (float32); other dtypes take none")
+    num_pages = len(offsets) - 1
+    if page_ids is None:
+        page_ids = torch.arange(num_pages, dtype=torch.int64)
+    page_ids = as_tensor(page_ids).to(torch.int64)
+    if page_ids.ndim != 1:
+        raise ValueError(f"page_ids must be 1-D, got shape {tuple(page_ids.shape)}")
+    if len(page_ids) and (page_ids.min() < 0 or page_ids.max() >= num_pages):
+        raise ValueError(f"page_ids must lie in [0, {num_pages}); got {page_ids.min().item()}..{page_ids.max().item()}")
+    if scales is not None:
+        scales = as_tensor(scales)
+        if scales.shape != (vectors.shape[0],) or scales.dtype != torch.float32:
+            raise ValueError(f"scales must be float32 of shape ({vectors.shape[0]},)")
+    if query_weights is not None:
+        query_weights = as_tensor(query_weights).to(torch.float32)
+        if query_weights.shape != (query.shape[0],):
+            raise ValueError(f"query_weights must have shape ({query.shape[0]},), got {tuple(query_weights.shape)}")
+    return query, vectors, offsets, page_ids, scales, query_weights
+
+
+def maxsim_reference(query, vectors, offsets, *, page_ids=None, scales=None, query_weights=None) -> torch.Tensor:
+    """colpali's einsum MaxSim, one page at a time, fp32: the definition the fast paths must equal."""
+    query, vectors, offsets, page_ids, scales, query_weights = _check(
+        query, vectors, offsets, page_ids, scales, query_weights)
+    q = query.float()
+    weights = torch.ones(len(q)) if query_weights is None else query_weights.cpu()
+    out = torch.zeros(len(page_ids), dtype=torch.float32)
+    for i, page in enumerate(page_ids.tolist()):
+        start, end = int(offsets[page]), int(offsets[page + 1])
+        if end == start:
+            continue
+        page_vectors = vectors[start:end].float()
+        if scales is not None:
+            page_vectors = page_vectors * scales[start:end, None]
+        sims = torch.einsum("nd,sd->ns", q.cpu(), page_vectors.cpu())  # (nq, page vectors)
+        out[i] = (sims.max(dim=1)[0] * weights).sum()
+    return out
+
+
+def einsum_maxsim_padded(queries: torch.Tensor, pages: torch.Tensor) -> torch.Tensor:
+    """colpali-engine's `score_multi_vector` formula on padded batches (the anchor), fp32.
+
+    Args:
+        queries: (b, nq, dim); pages: (c, s, dim).
+
+    Returns:
+        (b, c) scores.
+    """
+    return torch.einsum("bnd,csd->bcns", queries.float(), pages.float()).max(dim=3)[0].sum(dim=2)
+
+
+def _gather_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Row indices of the listed pages, back to back (cost proportional to their rows)."""
+    total = int(lengths.sum())
+    firsts = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return firsts + np.arange(total)
+
+
+def _maxsim_torch(query, vectors, offsets, page_ids, scales, query_weights, block_vectors: int) -> torch.Tensor:
+    q = query.float()  # (nq, dim)
+    offsets_np = offsets.cpu().numpy().astype(np.int64)
+    ids = page_ids.cpu().numpy()
+    starts = offsets_np[ids]
+    lengths = offsets_np[ids + 1] - starts
+    out = torch.zeros(len(ids), dtype=torch.float32)
+    weights = None if query_weights is None else query_weights[:, None]  # (nq, 1)
+    group_start = 0
+    while group_start < len(ids):
+        # a group of consecutive candidates holding about block_vectors rows
+        group_end = group_start + 1
+        rows = lengths[group_start]
+        while group_end < len(ids) and rows + lengths[group_end] <= block_vectors:
+            rows += lengths[group_end]
+            group_end += 1
+        g_starts, g_lengths = starts[group_start:group_end], lengths[group_start:group_end]
+        if rows == 0:
+            group_start = group_end
+            continue
+        contiguous = np.all(g_starts[1:] == g_starts[:-1] + g_lengths[:-1])
+        if contiguous:  # a slice: no gather copy
+            block = vectors[int(g_starts[0]):int(g_starts[0]) + int(rows)]
+            block_scales = None if scales is None else scales[int(g_starts[0]):int(g_starts[0]) + int(rows)]
+        else:
+            rows_idx = torch.from_numpy(_gather_rows(g_starts, g_lengths))
+            block = vectors.index_select(0, rows_idx)
+            block_scales = None if scales is None else scales.index_select(0, rows_idx)
+        sims = q @ block.float().T  # (nq, rows)
+        if block_scales is not None:
+            sims *= block_scales[None, :]
+        n_pages = group_end - group_start
+        if np.all(g_lengths == g_lengths[0]):
+            best = sims.view(len(q), n_pages, int(g_lengths[0])).amax(dim=2)  # (nq, pages)
+        else:  # ragged: pad each page to the longest with -inf, then max
+            width = int(g_lengths.max())
+            pad = torch.full((len(q), 1), float("-inf"))
+            sims = torch.cat([sims, pad], dim=1)
+            local = np.concatenate([[0], np.cumsum(g_lengths)[:-1]])
+            cols = local[:, None] + np.arange(width)[None, :]  # (pages, width)
+            cols = np.where(np.arange(width)[None, :] < g_lengths[:, None], cols, int(rows))
+            best = sims[:, torch.from_numpy(cols.reshape(-1))].view(len(q), n_pages, width).amax(dim=2)
+            best = torch.where(torch.from_numpy(g_lengths == 0)[None, :], torch.zeros_like(best), best)
+        if weights is not None:
+            best = best * weights
+        out[group_start:group_end] = best.sum(dim=0)
+        group_start = group_end
+    return out
+
+
+def maxsim(query, vectors, offsets, *, page_ids=None, scales=None, query_weights=None, backend: str = "auto",
+           block_vectors: int = 8192) -> torch.Tensor:
+    """MaxSim scores of one query against the listed pages.
+
+    Args:
+        query: (nq, dim) query vectors (float).
+        vectors: (total, dim) page vectors, float32/float16/bfloat16/int8 (numpy, memmap or torch).
+        offsets: (num_pages + 1,) int row offsets; page p is rows offsets[p]:offsets[p+1].
+        page_ids: (m,) pages to score (default: all); only their rows are read.
+        scales: (total,) float32 per-vector scale, required for int8 vectors.
+        query_weights: (nq,) weight of each query vector (default 1).
+        backend: "auto", "reference", "torch" or "triton".
+        block_vectors: CPU path: page rows per matmul block.
+
+    Returns:
+        (m,) float32 scores, in page_ids order (on the vectors' device).
+    """
+    if backend not in MAXSIM_BACKENDS:
+        raise ValueError(f"unknown MaxSim backend {backend!r}; choose one of {', '.join(MAXSIM_BACKENDS)}")
+    checked = _check(query, vectors, offsets, page_ids, scales, query_weights)
+    if backend == "auto":
+        backend = "triton" if checked[1].is_cuda else "torch"
+    if backend == "reference":
+        return maxsim_reference(*checked[:3], page_ids=checked[3], scales=checked[4], query_weights=checked[5])
+    if backend == "triton":
+        from .maxsim_triton import maxsim_triton
+
+        return maxsim_triton(*checked)
+    return _maxsim_torch(*checked, block_vectors=block_vectors)
