@@ -71,9 +71,10 @@ def score(
 
     Example:
         $ dossier eval runs/bm25
-        accuracy (ANLS* ≥ 0.5)   62.4%  [58.1, 66.5]
-        Page F1                  0.581  P 0.602 R 0.597
-        Kuiper                   18.40  [12.10, 29.80]; n=500, dropped 0 with effort 0
+        200 gold items, 198 predictions (2 gold items without prediction, counted wrong; ...)
+        accuracy (ANLS* ≥ 0.5)              70.5%  [63.8, 76.4]
+        Page F1                             0.647  P 0.685 R 0.627
+        Kuiper                               8.42  [5.89, 15.25] bootstrap; permutation p = 0.0649; ...
         reports: runs/bm25/eval/report.html (.md, .json, items.jsonl)
     """
     from engine.eval.calibration import JudgeCalibration
@@ -139,9 +140,9 @@ def compare(
 
     Example:
         $ dossier eval compare runs/bm25 runs/rag
-        A runs/bm25: 62.0% [57.7, 66.1]   B runs/rag: 55.0% [50.6, 59.3]   paired items 500
-        both correct 250 · only A 60 · only B 25 · both wrong 165
-        McNemar exact p = 0.00021 · Cohen's kappa = 0.412
+        A bm25: 70.5% [63.8, 76.4]   B rag: 65.5% [58.7, 71.7]   paired items 200
+        both correct 95 · only A 46 · only B 36 · both wrong 23
+        McNemar exact p = 0.32 · Cohen's kappa = 0.061
     """
     from engine.eval.compare import compare_items, load_system_items, system_name
     from engine.eval.report_markdown import ci_text
@@ -175,9 +176,9 @@ def splits(
     """Classical-Test-Theory splits (MADQA): difficulty, discrimination, sentinel pool, 9 difficulty bins.
 
     Example:
-        $ dossier eval splits runs/*/eval --out splits
-        16 systems x 2250 items -> test 500 (100 sentinel), dev 200, train 1550
-        Spearman rho (system ranking on test vs all items) = 0.912
+        $ dossier eval splits runs/*/eval --out splits --test-size 50 --dev-size 30
+        3 systems x 200 items -> test 50 (10 sentinel), dev 30, train 120
+        Spearman rho (system ranking on test vs all items) = 1.000
         wrote splits/splits.json, splits/item_statistics.jsonl
     """
     import json
@@ -231,9 +232,9 @@ def calibrate_judge(
 
     Example:
         $ dossier eval calibrate-judge labels.jsonl
-        q1 (sensitivity) = 0.980 [0.943, 0.993] over 152 human-correct items
+        q1 (sensitivity) = 0.980 [0.944, 0.993] over 152 human-correct items
         q0 (specificity) = 1.000 [0.926, 1.000] over 48 human-incorrect items
-        use: dossier eval RUN --judge MODEL --q1 0.98 --q0 1.0 --judge-m1 152 --judge-m0 48
+        use: dossier eval RUN --judge MODEL --q1 0.98 --q0 1 --judge-m1 152 --judge-m0 48
     """
     from engine.eval.calibration import calibrate_judge as calibrate, load_judge_labels
     from engine.eval.report_markdown import ci_text
