@@ -5,7 +5,7 @@ the same matrix and queries (interleaved, best of N), check parity, print one JS
 `qps_ratio_vs_bm25s`, `topk_identical` and the 1M/100k per-query time ratios.
 
 Usage:
-    .venv/bin/python benchmarks/bench_bm25.py [--docs 1000000] [--small-docs 100000] [--queries 1000]
+    .venv/bin/python benchmarks/bench_bm25.py [--docs 1000000] [--small-docs 100000] [--queries 1000] [--gpu]
 """
 
 import argparse
@@ -26,9 +26,15 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--gpu", action="store_true", help="also time the Triton backend (needs CUDA)")
     args = parser.parse_args()
     result = run_bm25_bench(num_docs=args.docs, small_docs=args.small_docs, n_queries=args.queries, k=args.k,
                             seed=args.seed, repeats=args.repeats, log=lambda m: print(m, file=sys.stderr))
+    if args.gpu:
+        from kernels.workloads.bm25_bench import run_bm25_gpu_bench
+
+        result["gpu"] = run_bm25_gpu_bench(num_docs=args.docs, k=args.k, seed=args.seed,
+                                           log=lambda m: print(m, file=sys.stderr))
     print(json.dumps(result))
 
 

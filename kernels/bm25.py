@@ -22,8 +22,8 @@ Semantics shared by every backend (the parity tests hold them to it):
   heap keeps an arbitrary member of a tie group at the k-th place and orders ties
   arbitrarily; compare with it modulo ties, see `benchmarks/bench_bm25.py`.)
 
-Backends: "reference" (numpy, this file), "numba" (`kernels/bm25_numba.py`: MaxScore
-document-at-a-time with skipping, no O(num_docs) work per query, GIL released),
+Backends: "reference" (numpy, this file), "numba" (`kernels/bm25_numba.py`: blocked
+term-at-a-time with MaxScore skipping, no O(num_docs) work per query, GIL released),
 "triton" (`kernels/bm25_triton.py`, CUDA: batched scoring + top-k), "auto" (numba when
 installed, else reference; triton when given a `GpuScoreMatrix`).
 """

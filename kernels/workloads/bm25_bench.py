@@ -24,7 +24,8 @@ import numpy as np
 from ..bm25 import ScoreMatrix, topk_batch
 from .bm25_synthetic import SyntheticRecipe, load_or_build
 
-__all__ = ["mid_frequency_queries", "df_matched_queries", "bm25s_retriever", "compare_with_bm25s", "run_bm25_bench"]
+__all__ = ["mid_frequency_queries", "df_matched_queries", "bm25s_retriever", "compare_with_bm25s", "run_bm25_bench",
+           "run_bm25_gpu_bench"]
 
 SCORE_TOL = 1e-5
 
@@ -179,3 +180,29 @@ def run_bm25_bench(num_docs: int = 1_000_000, small_docs: int = 100_000, n_queri
             "scaling_ratio_bm25s": round(peer_s / peer_small, 2),
         })
     return result
+
+
+def run_bm25_gpu_bench(num_docs: int = 1_000_000, n_queries: int = 4096, batch: int = 512, k: int = 5, seed: int = 0,
+                       df_low: int = 1000, df_high: int = 20000, cache_dir=None, log=print) -> dict:
+    """Batched QPS of the Triton backend on CUDA against our single-thread Numba kernel, same queries."""
+    import torch
+
+    from ..bm25_triton import GpuScoreMatrix
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("the GPU BM25 figure needs a CUDA device")
+    matrix = load_or_build(SyntheticRecipe(num_docs=num_docs, seed=seed), cache_dir)
+    queries = mid_frequency_queries(matrix, n_queries, seed, df_low, df_high)
+    gpu = GpuScoreMatrix.from_matrix(matrix, "cuda")
+    run_gpu = lambda: [topk_batch(gpu, queries[i:i + batch], k) for i in range(0, n_queries, batch)]  # noqa: E731
+    run_gpu()
+    torch.cuda.synchronize()
+    ours = topk_batch(matrix, queries, k, backend="numba", threads=1)
+    gpu_results = [r for part in run_gpu() for r in part]
+    identical = sum(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(ours, gpu_results))
+    (gpu_s, cpu_s) = _best_times([lambda: (run_gpu(), torch.cuda.synchronize()),
+                                  lambda: topk_batch(matrix, queries, k, backend="numba", threads=1)], 3)
+    log(f"GPU {n_queries / gpu_s:,.0f} q/s (batch {batch}), numba 1 thread {n_queries / cpu_s:,.0f} q/s")
+    return {"num_docs": num_docs, "queries": n_queries, "batch": batch, "k": k,
+            "qps_triton": round(n_queries / gpu_s, 1), "qps_numba_1thread": round(n_queries / cpu_s, 1),
+            "identical_to_numba": identical == n_queries}
