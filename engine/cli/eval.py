@@ -96,7 +96,19 @@ def score(
         from engine.eval.embeddings import MiniLMEmbedder
 
         config.embedder = MiniLMEmbedder()
-    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, config, inputs.errors)
+    bar = None
+    if judge and fmt is OutputFormat.human:  # judging takes minutes; plain scoring takes seconds
+        import sys
+
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(inputs.questions), desc="scoring with the judge", unit="item", file=sys.stderr)
+        config.progress = bar.update
+    try:
+        result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, config, inputs.errors)
+    finally:
+        if bar is not None:
+            bar.close()
     result.report["inputs"] = inputs.paths
     if out is None and source.is_dir():
         out = source / "eval"

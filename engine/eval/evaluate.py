@@ -42,6 +42,7 @@ class EvalConfig:
     embedder: Callable | None = None  # texts -> embeddings, for query drift; None: no drift
     coverage_judge: Callable | None = None  # MuDABench row judge; None: deterministic tolerance judge
     docvqa_require_marker: bool = False  # DocVQA-2026: an answer without "FINAL ANSWER:" is wrong
+    progress: Callable[[int], None] | None = None  # called with 1 after each scored item (a progress bar's update)
 
     def __post_init__(self) -> None:
         if self.bootstrap < 0:
@@ -117,7 +118,11 @@ def evaluate(
     index = GoldIndex(questions)
     matched = match_records(questions, predictions, index)
     scorer = ANLSScorer()
-    items = [score_item(q, p, scorer, config.judge, config.docvqa_require_marker) for q, p in matched.pairs]
+    items = []
+    for question, prediction in matched.pairs:
+        items.append(score_item(question, prediction, scorer, config.judge, config.docvqa_require_marker))
+        if config.progress is not None:
+            config.progress(1)
     report = {"report_version": REPORT_VERSION}
     report.update(summarize(items, config.calibration, config.bootstrap, config.seed, config.level, detailed=True))
     report.update({

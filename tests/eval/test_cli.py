@@ -136,3 +136,17 @@ def test_calibrate_judge(tmp_path):
     assert "q1 (sensitivity) = 0.980" in result.output and "over 50 human-correct items" in result.output
     assert "q0 (specificity) = 1.000" in result.output
     assert "--q1 0.98 --q0 1 --judge-m1 50 --judge-m0 10" in result.output
+
+
+def test_judge_flag_scores_semantic_accuracy_on_the_engine(tmp_path, monkeypatch):
+    from .test_judge import fake_engine_module
+
+    log = []
+    monkeypatch.setitem(sys.modules, "engine.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
+    gold = write_jsonl(tmp_path / "q.jsonl", gold_rows(4))
+    preds = write_jsonl(tmp_path / "p.jsonl", prediction_rows(right={0, 1}, n=4))  # q2, q3 answer "nope"
+    result = runner.invoke(app, ["eval", str(preds), "--gold", str(gold), "--judge", "some-model", "--bootstrap", "0"])
+    assert result.exit_code == 0, result.output
+    # raw (1 + 1 + .5 + .5) / 4 = .75, corrected .75 / .98 = 76.5%
+    assert "76.5%" in result.output and "2 judge calls" in result.output
+    assert [entry[1] for entry in log if entry[0] == "load"] == ["some-model"]

@@ -154,3 +154,20 @@ def test_mudabench_file_through_the_importer(tmp_path):
     assert (coverage["cell_correct"], coverage["cell_total"], coverage["row_correct"]) == (1, 2, 1)
     assert coverage["column_accuracy"] == 0.0  # the one column is not right in every row
     assert result.items[0].hop_type == "cross_doc" and result.items[0].mudabench
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_all_correct_and_all_wrong_runs(right):
+    predictions = [p({"id": g.id, "answer": g.answer_variants[0][0] if right else "zzzzzzzz",
+                      "citations": [e.to_json() for e in g.evidence], "search_history": ["s"] * (i + 1)})
+                   for i, g in enumerate(GOLD)]
+    ticks = []
+    report = evaluate(GOLD, predictions, config=EvalConfig(bootstrap=100, progress=ticks.append)).report
+    assert sum(ticks) == len(GOLD)
+    assert report["accuracy"] == (1.0 if right else 0.0)
+    assert report["accuracy_ci"][1 if right else 0] == (1.0 if right else 0.0)
+    assert report["kuiper"] is None and report["kuiper_ci"] is None and report["kuiper_p_value"] is None
+    assert report["kuiper_undefined"] == ("every item is correct" if right else "no item is correct")
+    assert report["page_f1"] == 1.0 and report["doc_f1"] == 1.0  # citations are exactly the gold pages
+    assert report["taxonomy"]["counts"]["correct" if right else "comprehension_failure"] == 5
+    assert report["wasted_effort_ratio"] is None
