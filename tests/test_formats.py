@@ -49,3 +49,13 @@ def test_prediction_round_trip(tmp_path):
     loaded, errors = load_predictions(path)
     assert errors == []
     assert loaded[0] == p
+
+
+def test_predictions_accept_madqa_file_citations_and_drop_only_bad_ones(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"id": "1", "question": "q", "answer": "a",
+                                "citations": [{"file": "report.pdf", "page": 3}, {"document": "x", "page": 0}]}) + "\n")
+    loaded, errors = load_predictions(path)
+    assert errors == []
+    assert loaded[0].citations == [Evidence("report", 3)]
+    assert "1-indexed" in loaded[0].extra["dropped_citations"][0]

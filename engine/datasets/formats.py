@@ -61,6 +61,10 @@ class Evidence:
 
     @classmethod
     def from_json(cls, obj: object, where: str) -> Evidence:
+        """Parse {"document", "page"}; MADQA's agent writes {"file", "page"}, accepted too."""
+        if isinstance(obj, dict) and "document" not in obj and "file" in obj:
+            name = str(obj["file"])
+            obj = {"document": name[:-4] if name.lower().endswith(".pdf") else name, "page": obj.get("page")}
         if not isinstance(obj, dict) or "document" not in obj or "page" not in obj:
             raise DossierError(f"{where}: evidence {obj!r} needs 'document' and 'page'")
         return cls(str(obj["document"]), parse_page(obj["page"], where))
@@ -69,12 +73,22 @@ class Evidence:
         return {"document": self.document, "page": self.page}
 
 
-def _evidence_list(value: object, where: str) -> list[Evidence]:
+def _evidence_list(value: object, where: str, dropped: list[str] | None = None) -> list[Evidence]:
+    """Parse a list of pages. With `dropped`, a bad entry is skipped and described there
+    (a prediction keeps its answer when one citation is malformed); without, it raises."""
     if value is None:
         return []
     if not isinstance(value, list):
         raise DossierError(f"{where}: expected a list of {{document, page}}, got {type(value).__name__}")
-    return [Evidence.from_json(item, where) for item in value]
+    out = []
+    for item in value:
+        try:
+            out.append(Evidence.from_json(item, where))
+        except DossierError as err:
+            if dropped is None:
+                raise
+            dropped.append(str(err).split(": ", 1)[-1])
+    return out
 
 
 @dataclass(slots=True)
@@ -148,16 +162,13 @@ class Prediction:
                 raise DossierError(f"{where}: iterations {iterations!r} is not an integer") from None
         known = ("id", "question", "answer", "citations", "search_history", "iterations")
         extra = {k: v for k, v in obj.items() if k not in known}
+        dropped: list[str] = []
+        citations = _evidence_list(obj.get("citations"), where, dropped)
+        if dropped:
+            extra["dropped_citations"] = dropped  # malformed citations cost the citation, not the answer
         pid = obj.get("id")
-        return cls(
-            None if pid is None else str(pid),
-            str(obj.get("question", "")),
-            answer,
-            _evidence_list(obj.get("citations"), where),
-            history,
-            iterations,
-            extra,
-        )
+        return cls(None if pid is None else str(pid), str(obj.get("question", "")), answer, citations, history,
+                   iterations, extra)
 
     def to_json(self) -> dict:
         return {
