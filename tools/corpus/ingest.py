@@ -24,21 +24,34 @@ from tools.corpus.pdf import DocumentRecord, PdfError, read_pdf, sha256_file
 from tools.corpus.store import CorpusStore
 from tools.errors import DossierError
 
-__all__ = ["IngestConfig", "IngestSummary", "find_pdfs", "ingest", "OcrHook"]
+__all__ = ["IngestConfig", "IngestSummary", "find_pdfs", "ingest", "OcrHook", "OcrOutcome"]
 
 log = logging.getLogger(__name__)
 
 INLINE_JOBS = 8  # at most this many files are extracted in-process unless workers is set
 
-# Called after ingest with the store and the pages flagged for OCR; returns pages it read.
-OcrHook = Callable[[CorpusStore, list[tuple[str, int]]], int]
+@dataclass(slots=True)
+class OcrOutcome:
+    """What the OCR hook did (tools/ocr/pages.py `OcrStep` is the real one)."""
+
+    backend: str | None  # the backend that read the pages; None when no backend was usable
+    pages: int  # pages read and written to the store
+    errors: list[dict]  # {"document", "page", "reason"} per page that failed (it stays flagged)
+    seconds: float  # wall time of the OCR step
+    skipped: int = 0  # pages left flagged because no backend was usable
+
+
+# Called after extraction with the store and the pages to OCR (flagged ones, plus with force_ocr
+# the pages OCR read before); writes each page with store.replace_page_text and reports.
+OcrHook = Callable[[CorpusStore, list[tuple[str, int]]], OcrOutcome]
 
 
 @dataclass(slots=True)
 class IngestConfig:
     password: str | None = None  # tried on encrypted PDFs
     workers: int = 0  # extraction processes; 0 = one per CPU core
-    ocr: OcrHook | None = None  # reads pages whose text layer is unusable (OCR backends plug in here)
+    ocr: OcrHook | None = None  # reads pages whose text layer is unusable (tools.ocr.OcrStep plugs in here)
+    force_ocr: bool = False  # also re-read the pages of the given PDFs that OCR read before (e.g. new backend)
 
     def __post_init__(self):
         if self.workers < 0:
@@ -53,6 +66,10 @@ class IngestSummary:
     errors: list[dict] = field(default_factory=list)  # {"path", "reason"} for files that failed in this run
     needs_ocr: int = 0  # pages of this run's documents flagged for OCR
     ocr_pages: int = 0  # pages read by the OCR hook
+    ocr_backend: str | None = None  # which backend read them
+    ocr_errors: list[dict] = field(default_factory=list)  # {"document", "page", "reason"} per failed page
+    ocr_skipped: int = 0  # flagged pages left unread because no OCR backend was usable
+    ocr_seconds: float = 0.0
     seconds: float = 0.0
 
     @property
@@ -67,6 +84,9 @@ class IngestSummary:
             "errors": self.errors,
             "pages_needing_ocr": self.needs_ocr,
             "ocr_pages": self.ocr_pages,
+            "ocr_backend": self.ocr_backend,
+            "ocr_errors": self.ocr_errors,
+            "ocr_seconds": round(self.ocr_seconds, 3),
             "seconds": round(self.seconds, 3),
             "pages_per_second": round(self.pages_per_second, 1),
             "corpus": {"path": str(store.root), **store.stats()},
@@ -204,8 +224,16 @@ def ingest(inputs: list[str | Path], corpus: str | Path, config: IngestConfig | 
         _run_pool(jobs, config.password, workers, finished)
     if config.ocr is not None:
         pending = store.pages_needing_ocr()
+        if config.force_ocr:
+            ids = {path.stem for path in paths}
+            flagged = set(pending)
+            pending += [(p.document, p.page) for p in store.iter_pages()
+                        if p.document in ids and p.text_source.startswith("ocr:") and (p.document, p.page) not in flagged]
+            pending.sort()
         if pending:
-            summary.ocr_pages = config.ocr(store, pending)
+            outcome = config.ocr(store, pending)
+            summary.ocr_pages, summary.ocr_backend = outcome.pages, outcome.backend
+            summary.ocr_errors, summary.ocr_skipped, summary.ocr_seconds = outcome.errors, outcome.skipped, outcome.seconds
     summary.seconds = time.perf_counter() - start
     return summary
 
