@@ -78,25 +78,25 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((np.arange(len(scores)), -scores))[:k]
 
 
-def heaven_search(query: str | QueryVectors, first_stage: FirstStage, encoder: MultiVectorEncoder,
-                  store: EmbeddingStore, k: int = 5, config: HeavenConfig | None = None) -> LateResult:
+def heaven_search(query: str, first_stage: FirstStage, encoder: MultiVectorEncoder, store: EmbeddingStore,
+                  k: int = 5, config: HeavenConfig | None = None, encoded: QueryVectors | None = None) -> LateResult:
     """Two-stage search (see module docstring).
 
     Args:
-        query: the query text (or its already encoded vectors; then first_stage gets its tokens joined).
+        query: the query text.
         first_stage: (query text, k) -> (rows, scores) from BM25 or a single-vector model.
         encoder: the multi-vector encoder the store was built with.
         store: the page embeddings.
         k: pages to return.
         config: stage sizes and weights.
+        encoded: the query's vectors when already encoded (else the encoder encodes `query`).
     """
     config = config or HeavenConfig()
-    text = query if isinstance(query, str) else " ".join(query.tokens)
-    rows, first = first_stage(text, config.first_k)
+    rows, first = first_stage(query, config.first_k)
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return LateResult(np.zeros(0, np.int64), np.zeros(0, np.float32))
-    encoded = encoder.encode_queries([query])[0] if isinstance(query, str) else query
+    encoded = encoded or encoder.encode_queries([query])[0]
     weights = encoded.key_mask.float() if config.key_tokens else None
     key_scores = store.maxsim(encoded.vectors, rows, query_weights=weights)
     fused = config.alpha * _norm(first, config.normalize) + (1 - config.alpha) * _norm(key_scores, config.normalize)
@@ -110,14 +110,14 @@ def heaven_search(query: str | QueryVectors, first_stage: FirstStage, encoder: M
                       pages_scored={"first_stage": len(rows), "key": len(rows), "full": len(keep)})
 
 
-def rerank_candidates(query: str | QueryVectors, rows: np.ndarray, first_scores: np.ndarray,
-                      encoder: MultiVectorEncoder, store: EmbeddingStore, k: int = 5, weight: float = 0.0,
-                      normalize: str = "minmax") -> LateResult:
+def rerank_candidates(query: str, rows: np.ndarray, first_scores: np.ndarray, encoder: MultiVectorEncoder,
+                      store: EmbeddingStore, k: int = 5, weight: float = 0.0, normalize: str = "minmax",
+                      encoded: QueryVectors | None = None) -> LateResult:
     """One-pass rerank: full MaxSim on the given candidates, fused as weight·first + (1-weight)·MaxSim."""
     rows = np.asarray(rows, dtype=np.int64)
     if len(rows) == 0:
         return LateResult(np.zeros(0, np.int64), np.zeros(0, np.float32))
-    encoded = encoder.encode_queries([query])[0] if isinstance(query, str) else query
+    encoded = encoded or encoder.encode_queries([query])[0]
     late = store.maxsim(encoded.vectors, rows)
     fused = weight * _norm(first_scores, normalize) + (1 - weight) * _norm(late, normalize)
     best = _top(fused, k)
@@ -125,10 +125,10 @@ def rerank_candidates(query: str | QueryVectors, rows: np.ndarray, first_scores:
                       pages_scored={"full": len(rows)})
 
 
-def exhaustive_search(query: str | QueryVectors, encoder: MultiVectorEncoder, store: EmbeddingStore,
-                      k: int = 5) -> LateResult:
+def exhaustive_search(query: str, encoder: MultiVectorEncoder, store: EmbeddingStore, k: int = 5,
+                      encoded: QueryVectors | None = None) -> LateResult:
     """Full MaxSim against every page: the quality and cost reference for HEAVEN."""
-    encoded = encoder.encode_queries([query])[0] if isinstance(query, str) else query
+    encoded = encoded or encoder.encode_queries([query])[0]
     scores = store.maxsim(encoded.vectors)
     best = _top(scores, k)
     return LateResult(best.astype(np.int64), scores[best].astype(np.float32),

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from tools.errors import DossierError
-from tools.late.base import MultiVectorEncoder
+from tools.late.base import MultiVectorEncoder, QueryVectors
 from tools.late.heaven import FirstStage, HeavenConfig, LateResult, exhaustive_search, heaven_search, rerank_candidates
 from tools.late.store import EmbeddingStore
 
@@ -53,20 +53,25 @@ class LateReranker:
     def page_rows(self) -> list[tuple[str, int]]:
         return [(d, p) for d, p in self.store.meta["page_rows"]]
 
-    def search(self, query: str, first_stage: FirstStage, k: int = 5) -> LateResult:
+    def encode(self, query: str) -> QueryVectors:
+        """The query's vectors (pass them as `encoded=` to run several searches on one encoding)."""
+        return self.encoder.encode_queries([query])[0]
+
+    def search(self, query: str, first_stage: FirstStage, k: int = 5, *, config: HeavenConfig | None = None,
+               encoded: QueryVectors | None = None) -> LateResult:
         """HEAVEN two-stage search over the first stage's candidates."""
-        return heaven_search(query, first_stage, self.encoder, self.store, k, self.config)
+        return heaven_search(query, first_stage, self.encoder, self.store, k, config or self.config, encoded)
 
     def rerank(self, query: str, rows: np.ndarray, first_scores: np.ndarray, k: int = 5,
-               weight: float | None = None) -> LateResult:
+               weight: float | None = None, encoded: QueryVectors | None = None) -> LateResult:
         """One pass: full MaxSim on `rows`, fused with the first-stage scores (weight: config.beta)."""
         weight = self.config.beta if weight is None else weight
         return rerank_candidates(query, rows, first_scores, self.encoder, self.store, k, weight,
-                                 self.config.normalize)
+                                 self.config.normalize, encoded)
 
-    def exhaustive(self, query: str, k: int = 5) -> LateResult:
+    def exhaustive(self, query: str, k: int = 5, encoded: QueryVectors | None = None) -> LateResult:
         """Full MaxSim over every page (quality/cost reference)."""
-        return exhaustive_search(query, self.encoder, self.store, k)
+        return exhaustive_search(query, self.encoder, self.store, k, encoded)
 
     def pages(self, result: LateResult) -> list[tuple[str, int, float]]:
         """(document, page, score) of a result, best first."""
