@@ -67,11 +67,11 @@ def df_matched_queries(queries: list[np.ndarray], df_from: np.ndarray, df_to: np
     return out
 
 
-def bm25s_retriever(matrix: ScoreMatrix):
-    """A bm25s.BM25 (numba backend) searching exactly `matrix`'s arrays."""
+def bm25s_retriever(matrix: ScoreMatrix, backend: str = "numba"):
+    """A bm25s.BM25 (numba backend by default) searching exactly `matrix`'s arrays."""
     import bm25s
 
-    retriever = bm25s.BM25(backend="numba")
+    retriever = bm25s.BM25(backend=backend)
     retriever.scores = {"data": matrix.data, "indices": matrix.indices, "indptr": matrix.indptr,
                         "num_docs": matrix.num_docs}
     retriever.vocab_dict = {str(t): t for t in range(matrix.vocab_size)}
@@ -121,9 +121,15 @@ def _best_times(fns, repeats: int) -> list[float]:
 
 
 def run_bm25_bench(num_docs: int = 1_000_000, small_docs: int = 100_000, n_queries: int = 1000, k: int = 5,
-                   seed: int = 0, df_low: int = 1000, df_high: int = 20000, repeats: int = 3,
+                   seed: int = 0, df_low: int | None = None, df_high: int | None = None, repeats: int = 3,
                    threads: int = 2, cache_dir=None, log=print) -> dict:
-    """Build (or load) the corpora, time both systems, check parity; returns the figures as a dict."""
+    """Build (or load) the corpora, time both systems, check parity; returns the figures as a dict.
+
+    The mid-frequency band defaults to document frequencies of 0.1%..2% of the pages
+    (1,000..20,000 at 1M pages).
+    """
+    df_low = df_low if df_low is not None else max(1, num_docs // 1000)
+    df_high = df_high if df_high is not None else max(df_low + 1, num_docs // 50)
     recipe = SyntheticRecipe(num_docs=num_docs, seed=seed)
     log(f"corpus {recipe.key()} (cached after the first build)")
     big = load_or_build(recipe, cache_dir)

@@ -1,8 +1,8 @@
 """MaxSim benchmark: our CPU (or CUDA) kernel against colpali's einsum formula on the same vectors.
 
 Used by `dossier bench maxsim` and `benchmarks/bench_maxsim.py`. Random unit vectors (a fixed
-seed) in the requested storage dtype; both sides score the same stored values (the einsum
-dequantizes to fp32 first, as it must on a CPU). Calls are interleaved and the p50 of each is
+seed) in the requested storage dtype; both sides score the same stored values (on a CPU the
+einsum dequantizes to fp32 first; on CUDA it runs in fp16/bf16, as colpali-engine does). Calls are interleaved and the p50 of each is
 reported with the ratio, the max relative difference, and the load average (the machine is
 shared; CPU figures are only comparable within one run).
 """
@@ -40,6 +40,11 @@ def random_pages(pages: int, vectors: int, dim: int, query_vectors: int, dtype: 
 
 
 def _einsum(query, stored, scales, pages: int, vectors: int):
+    """colpali's einsum formula; on CUDA in the stored half dtype (as colpali runs it), else fp32."""
+    if stored.is_cuda and stored.dtype in (torch.float16, torch.bfloat16):
+        page_vectors = stored.view(pages, vectors, -1)
+        sims = torch.einsum("bnd,csd->bcns", query[None].to(stored.dtype), page_vectors)
+        return sims.max(dim=3)[0].float().sum(dim=2)[0]
     page_vectors = stored.float() if scales is None else stored.float() * scales[:, None]
     return einsum_maxsim_padded(query[None], page_vectors.view(pages, vectors, -1))[0]
 

@@ -79,11 +79,17 @@ class LateReranker:
         return [(rows[r][0], rows[r][1], float(s)) for r, s in zip(result.rows.tolist(), result.scores.tolist())]
 
 
-def bm25_first_stage(searcher, mode: str = "bag") -> FirstStage:
-    """A first stage from a `tools.search.Searcher`: BM25 over the query's words, as page rows."""
+def bm25_first_stage(searcher, mode: str = "bag", document: str | None = None) -> FirstStage:
+    """A first stage from a `tools.search.Searcher`: its BM25 hits (query language, filters) as page rows.
+
+    Args:
+        searcher: a `tools.search.Searcher` over the same corpus.
+        mode: "bag" (free text) or "boolean" (the query language, e.g. for the agent's queries).
+        document: restrict to one document id.
+    """
 
     def first(query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        hits = searcher.search(query, k=k, mode=mode, snippets=False)
+        hits = searcher.search(query, k=k, document=document, mode=mode, snippets=False)
         rows = np.array([searcher.index.row_of[(h.document, h.page)] for h in hits], dtype=np.int64)
         return rows, np.array([h.score for h in hits], dtype=np.float32)
 
