@@ -9,10 +9,13 @@ import sys
 
 import typer
 
+from engine.cli import bench as bench_cli
+from engine.cli import chat as chat_cli
 from engine.cli import corpus as corpus_cli
 from engine.cli import data as data_cli
 from engine.cli import eval as eval_cli
 from engine.cli import info as info_cli
+from engine.cli import run as run_cli
 from engine.cli import search as search_cli
 
 app = typer.Typer(
@@ -34,7 +37,7 @@ def _root() -> None:
 
 
 # Each command group lives in its own module with a `register(app)` function.
-for _module in (corpus_cli, search_cli, data_cli, info_cli, eval_cli):
+for _module in (corpus_cli, search_cli, data_cli, run_cli, eval_cli, chat_cli, bench_cli, info_cli):
     _module.register(app)
 
 

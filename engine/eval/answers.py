@@ -31,7 +31,8 @@ _REFUSAL = re.compile(
     r"|\bunable to (?:find|determine|answer|locate|identify)\b"
     r"|\b(?:not|insufficient|no) (?:enough |sufficient )?information\b"
     r"|\bcannot be (?:determined|found|answered)\b"
-    r"|\bnot (?:found|provided|mentioned|specified|stated) in\b",
+    r"|\bnot (?:found|provided|mentioned|specified|stated) in\b"
+    r"|\bmaximum iterations reached\b",  # what the agents record when they never answered
     re.IGNORECASE,
 )
 

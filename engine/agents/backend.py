@@ -1,0 +1,155 @@
+"""How the rollout runner talks to a model: Dossier's engine, or a scripted policy for tests.
+
+Both keep one conversation per episode and answer `step()` with the turns that finished:
+
+    handle = backend.open()
+    backend.append(handle, [("system", ...), ("user", ...)])
+    ticket = backend.submit(handle, allow_search=True, seed=...)
+    for ticket, output in backend.step(): ...
+
+`EngineBackend` keeps each episode's KV cache in its engine session across turns, so a
+turn prefills only the newly appended messages; `ScriptedBackend` replays a function of
+(question id, step, messages) and lets tests prove the loop semantics without a model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.agents.protocol import tool_call_schema
+
+__all__ = ["ModelOutput", "EngineBackend", "ScriptedBackend"]
+
+
+@dataclass(slots=True)
+class ModelOutput:
+    text: str  # the generated turn
+    tokens: dict  # {"prefilled", "cached", "generated"} for this turn
+    model_s: float  # seconds from submission to the last token
+    error: str | None = None  # the engine could not run the turn
+
+
+class EngineBackend:
+    """Episodes as engine sessions; every turn constrained to the tool-call schema when `structured`.
+
+    Args:
+        engine: an `engine.Engine`.
+        max_new_tokens: tokens per turn.
+        structured: enforce the JSON schema of the turn (xgrammar).
+        documents: document ids the citation schema admits (None: any string).
+        temperature: 0 for greedy.
+    """
+
+    def __init__(self, engine, max_new_tokens: int, structured: bool = True, documents: list[str] | None = None,
+                 temperature: float = 0.0):
+        self.engine = engine
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.schemas = {flag: tool_call_schema(flag, documents) for flag in (True, False)} if structured else None
+        self.processor = engine.processor
+        self.max_positions = engine.adapter.shape.max_positions
+
+    def open(self, qid: str = ""):
+        return self.engine.open_session()
+
+    def close(self, session) -> None:
+        session.close()
+
+    def fits(self, session, messages: list[tuple[str, str]]) -> bool:
+        """Would appending these messages and generating a full turn stay within the context?"""
+        first = session.num_tokens == 0
+        extra = sum(len(self.processor.render_message(role, content, first=first and i == 0).token_ids)
+                    for i, (role, content) in enumerate(messages))
+        extra += len(self.processor.generation_prompt().token_ids) + self.max_new_tokens + 8  # + closing the open turn
+        return session.num_tokens + extra <= self.max_positions
+
+    def append(self, session, messages: list[tuple[str, str]]) -> None:
+        for role, content in messages:
+            session.append_message(role, content)
+        session.append_generation_prompt()
+
+    def submit(self, session, allow_search: bool, seed: int):
+        from engine.sampling_params import SamplingParams
+
+        params = SamplingParams(temperature=self.temperature, seed=seed, max_new_tokens=self.max_new_tokens,
+                                json_schema=self.schemas[allow_search] if self.schemas else None)
+        return self.engine.submit(session, params)
+
+    def has_pending(self) -> bool:
+        return self.engine.has_pending()
+
+    def step(self) -> list[tuple[object, ModelOutput]]:
+        out = []
+        for request in sorted(self.engine.step(), key=lambda r: r.request_id):
+            counters = request.counters
+            tokens = {"prefilled": counters.tokens_prefilled, "cached": counters.tokens_cached,
+                      "generated": counters.tokens_generated}
+            seconds = (request.finished_at or time.perf_counter()) - request.submitted_at
+            error = request.error if request.finish_reason is not None and request.finish_reason.value == "error" else None
+            out.append((request, ModelOutput(request.text, tokens, seconds, error)))
+        return out
+
+    def stats(self) -> dict:
+        return self.engine.stats()
+
+
+@dataclass
+class _Conversation:
+    qid: str
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    turns: int = 0
+
+
+class ScriptedBackend:
+    """A policy function instead of a model: `policy(question_id, turn, messages) -> text`.
+
+    Every submitted turn finishes at the next `step()`. Tokens are counted as characters so
+    trajectories have plausible, checkable numbers.
+    """
+
+    def __init__(self, policy: Callable[[str, int, list[tuple[str, str]]], str], context_chars: int = 10**9):
+        self.policy = policy
+        self.context_chars = context_chars
+        self._queue: list[tuple[object, _Conversation]] = []
+        self._ticket = 0
+        self.opened = 0
+        self.closed = 0
+
+    def open(self, qid: str = "") -> _Conversation:
+        self.opened += 1
+        return _Conversation(qid)
+
+    def close(self, conversation) -> None:
+        self.closed += 1
+
+    def fits(self, conversation, messages) -> bool:
+        used = sum(len(c) for _, c in conversation.messages) + sum(len(c) for _, c in messages)
+        return used <= self.context_chars
+
+    def append(self, conversation, messages) -> None:
+        conversation.messages.extend(messages)
+
+    def submit(self, conversation, allow_search: bool, seed: int):
+        self._ticket += 1
+        ticket = ("ticket", self._ticket)
+        self._queue.append((ticket, conversation))
+        return ticket
+
+    def has_pending(self) -> bool:
+        return bool(self._queue)
+
+    def step(self) -> list[tuple[object, ModelOutput]]:
+        queue, self._queue = self._queue, []
+        out = []
+        for ticket, conv in queue:
+            conv.turns += 1
+            text = self.policy(conv.qid, conv.turns, list(conv.messages))
+            conv.messages.append(("assistant", text))
+            history = sum(len(c) for _, c in conv.messages[:-1])
+            out.append((ticket, ModelOutput(text, {"prefilled": history, "cached": 0, "generated": len(text)}, 0.0)))
+        return out
+
+    def stats(self) -> dict:
+        return {"opened": self.opened, "closed": self.closed}

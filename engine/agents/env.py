@@ -1,0 +1,84 @@
+"""What the agents act on: a corpus's search index and page texts, safe to call from tool threads.
+
+Every failure a model can cause (a query that does not parse, an unknown document) comes
+back as an error string for the observation; nothing an agent does raises out of here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.errors import DossierError
+from tools.search.tokenize import analyze
+
+__all__ = ["AgentEnv", "PageHit", "excerpt"]
+
+
+@dataclass(slots=True, frozen=True)
+class PageHit:
+    document: str
+    page: int
+    score: float
+    text: str  # the page text, cut to an excerpt around the matched words
+
+
+def excerpt(text: str, words: set[str], max_chars: int) -> str:
+    """The page text, or when longer than `max_chars` the window of that size holding the most matched words."""
+    text = text.strip()
+    if len(text) <= max_chars:
+        return text
+    spots = [t.start for t in analyze(text) if t.text in words]
+    if not spots:
+        return text[:max_chars].rstrip() + " …"
+    best_start, best = 0, -1
+    for spot in spots:
+        start = max(0, min(spot - max_chars // 4, len(text) - max_chars))
+        count = sum(1 for s in spots if start <= s < start + max_chars)
+        if count > best:
+            best_start, best = start, count
+    piece = text[best_start:best_start + max_chars].strip()
+    return ("… " if best_start > 0 else "") + piece + (" …" if best_start + max_chars < len(text) else "")
+
+
+class AgentEnv:
+    """Search and page access for agents over one corpus directory.
+
+    Args:
+        corpus: the corpus directory (ingested and indexed).
+        page_chars: characters of text shown per page.
+        search_mode: "boolean" (MADQA's query language) or "bag" (free text).
+    """
+
+    def __init__(self, corpus: str | Path, page_chars: int = 1500, search_mode: str = "boolean"):
+        from tools.search import Searcher
+
+        self.searcher = Searcher(corpus)
+        self.store = self.searcher.store
+        self.page_chars = page_chars
+        self.search_mode = search_mode
+        self.documents = [d.id for d in self.store.documents()]
+
+    def search(self, query: str, k: int, mode: str | None = None) -> tuple[list[PageHit], str | None]:
+        """Top-k pages for a query, and an error message instead when the query is unusable.
+
+        Args:
+            mode: "boolean" or "bag"; None uses the environment's search mode.
+        """
+        mode = mode or self.search_mode
+        try:
+            node = self.searcher.parse(query, mode)
+            hits = self.searcher.search(query, k=k, mode=mode, snippets=False)
+        except DossierError as err:
+            return [], str(err)
+        from tools.search.searcher import positive_tokens
+
+        words = {str(self.searcher.index.vocab[t]) for t in positive_tokens(node, self.searcher.index)}
+        return [PageHit(h.document, h.page, h.score, excerpt(self.store.page(h.document, h.page).text, words,
+                                                              self.page_chars)) for h in hits], None
+
+    def page_text(self, document: str, page: int, query: str | None = None) -> str:
+        """A page's text cut to `page_chars` (around the query's words when given)."""
+        text = self.store.page(document, page).text
+        words = {t.text for t in analyze(query)} if query else set()
+        return excerpt(text, words, self.page_chars)

@@ -1,0 +1,195 @@
+"""One agent episode as a state machine, independent of how the model runs.
+
+The runner drives it: `first_turn()` gives the messages to append before the first model
+call; each model output goes to `on_output()`, which returns the next action — a tool
+job to run in the thread pool, a turn to generate directly (e.g. after a malformed
+call), or done. A tool job's result goes to `on_tool_result()`, which returns the next
+turn or done. The episode records every step for trajectories.jsonl and builds the
+canonical prediction.
+
+Agents:
+    bm25         MADQA's BM25 agent: search or answer each turn, forced to answer on turn T
+    rag          one retrieval with the question as free text, then a forced answer
+    oracle       the gold evidence pages given directly, then a forced answer (no retrieval)
+    closed-book  the question alone, then a forced answer (guessability)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.agents import prompts
+from engine.agents.env import AgentEnv
+from engine.agents.protocol import AnswerCall, Malformed, SearchCall, parse_tool_call
+from engine.agents.settings import AgentSettings
+from engine.datasets.formats import Prediction, Question
+
+__all__ = ["Episode", "Turn", "ToolJob", "Done", "NO_ANSWER"]
+
+NO_ANSWER = "Maximum iterations reached without answer"
+
+
+@dataclass(slots=True)
+class Turn:
+    """Messages to append, then one model call."""
+
+    messages: list[tuple[str, str]]  # (role, content)
+    allow_search: bool  # False: the model must answer (schema admits only the answer tool)
+
+
+@dataclass(slots=True)
+class ToolJob:
+    """A tool call to run off the main loop; `run()` returns the value for `on_tool_result`."""
+
+    run: Callable[[], object]
+
+
+@dataclass(slots=True)
+class Done:
+    reason: str  # answered | max_iterations | malformed | context_exhausted | error
+
+
+@dataclass(slots=True)
+class _Pending:
+    """The step being built: filled by on_output, completed by on_tool_result."""
+
+    record: dict
+    call: SearchCall | AnswerCall | Malformed
+
+
+@dataclass
+class Episode:
+    question: Question
+    settings: AgentSettings
+    env: AgentEnv | None  # None only for closed-book
+    steps: list[dict] = field(default_factory=list)
+    search_history: list[str] = field(default_factory=list)
+    answer: AnswerCall | None = None
+    reason: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    wall_s: float = 0.0
+    _pending: _Pending | None = None
+    _input_delta: str = ""
+
+    # --- turns -----------------------------------------------------------------------
+    @property
+    def iterations(self) -> int:
+        return len(self.steps)
+
+    @property
+    def turns_left(self) -> int:
+        return self.settings.max_iterations - self.iterations
+
+    def first_turn(self) -> Turn:
+        """System prompt and question (plus pages for rag/oracle)."""
+        s, q = self.settings, self.question
+        if s.agent == "bm25":
+            system = (s.system_prompt or prompts.SEARCH_AGENT_SYSTEM).replace("{k}", str(s.k))
+            user = prompts.format_question(q.question) + prompts.turn_footer(s.max_iterations)
+            return self._turn([("system", system), ("user", user)], allow_search=s.max_iterations > 1)
+        if s.agent == "closed-book":
+            return self._turn([("system", s.system_prompt or prompts.CLOSED_BOOK_SYSTEM),
+                               ("user", prompts.format_question(q.question))], allow_search=False)
+        if s.agent == "rag":
+            hits, error = self.env.search(q.question, s.k, mode="bag")  # the question as free text
+            self.search_history.append(q.question)
+            self._retrieved = {"query": q.question, "pages": [{"document": h.document, "page": h.page} for h in hits],
+                               "error": error}
+            pages = [(h.document, h.page, h.text) for h in hits]
+        else:  # oracle: the gold evidence pages, in gold order
+            pages = [(e.document, e.page, self.env.page_text(e.document, e.page, q.question)) for e in q.evidence]
+        body = prompts.format_hits(None, pages) if pages else "(no pages)"
+        user = f"{body}\n\n{prompts.format_question(q.question)}"
+        return self._turn([("system", s.system_prompt or prompts.READER_SYSTEM), ("user", user)], allow_search=False)
+
+    def _turn(self, messages: list[tuple[str, str]], allow_search: bool) -> Turn:
+        self._input_delta = "\n\n".join(f"<{role}> {content}" for role, content in messages)
+        return Turn(messages, allow_search)
+
+    def _observation(self, text: str) -> Turn:
+        """The next turn after a tool result or an error: observation + turns-left footer."""
+        allow = self.turns_left > 1
+        return self._turn([(self.settings.message_role, text + prompts.turn_footer(self.turns_left))], allow)
+
+    def force_answer(self, note: str) -> Turn:
+        """A short turn demanding the answer now (used when the context is nearly full)."""
+        return self._turn([(self.settings.message_role, note)], allow_search=False)
+
+    # --- model output -------------------------------------------------------------------
+    def on_output(self, raw: str, allow_search: bool, tokens: dict, model_s: float) -> ToolJob | Turn | Done:
+        """Take one model turn; decide the next action."""
+        call = parse_tool_call(raw, allow_search)
+        record = {"step": self.iterations + 1, "input_delta": self._input_delta, "raw_output": raw,
+                  "tool_call": None if isinstance(call, Malformed) else call.to_json(), "tool_result": None,
+                  "tokens": tokens, "timing": {"model_s": round(model_s, 4), "tool_s": 0.0}}
+        if self.settings.agent == "rag" and not self.steps:
+            record["retrieved"] = self._retrieved
+        self.steps.append(record)
+        if isinstance(call, AnswerCall):
+            self.answer = call
+            return self._finish("answered")
+        if isinstance(call, Malformed):
+            record["tool_result"] = {"error": call.reason}
+            if self.settings.agent != "bm25":
+                return self._finish("malformed")
+            if self.turns_left <= 0:
+                return self._finish("max_iterations")
+            return self._observation(prompts.MALFORMED.format(reason=call.reason))
+        self.search_history.append(call.query)
+        self._pending = _Pending(record, call)
+        env, k = self.env, self.settings.k
+        return ToolJob(lambda: _timed(lambda: env.search(call.query, k)))
+
+    def on_tool_result(self, result) -> Turn | Done:
+        """Record a search result and build the observation turn."""
+        pending, self._pending = self._pending, None
+        assert pending is not None, "a tool result arrived without a pending call"
+        (hits, error), seconds = result
+        pending.record["timing"]["tool_s"] = round(seconds, 4)
+        if error is not None:
+            pending.record["tool_result"] = {"error": error}
+            text = f"Search failed: {error}"
+        else:
+            pending.record["tool_result"] = {"pages": [{"document": h.document, "page": h.page} for h in hits]}
+            text = prompts.format_hits(pending.call.query, [(h.document, h.page, h.text) for h in hits]) if hits \
+                else prompts.NO_HITS
+        if self.turns_left <= 0:
+            return self._finish("max_iterations")
+        return self._observation(text)
+
+    def _finish(self, reason: str) -> Done:
+        self.reason = reason
+        self.wall_s = time.perf_counter() - self.started
+        return Done(reason)
+
+    def fail(self, reason: str) -> Done:
+        """End the episode without an answer (context exhausted, engine error)."""
+        return self._finish(reason)
+
+    # --- records --------------------------------------------------------------------------
+    def prediction(self) -> Prediction:
+        totals = {"prefilled": 0, "cached": 0, "generated": 0}
+        for step in self.steps:
+            for key in totals:
+                totals[key] += int(step["tokens"].get(key, 0))
+        answer = self.answer.answer if self.answer else NO_ANSWER
+        citations = self.answer.citations if self.answer else []
+        extra = {"agent": self.settings.agent, "finish": self.reason, "tokens": totals, "wall_s": round(self.wall_s, 3),
+                 "steps": len(self.steps)}
+        return Prediction(self.question.id, self.question.question, answer, list(citations), list(self.search_history),
+                          self.iterations, extra)
+
+    def trajectory(self) -> dict:
+        final = {"answer": self.answer.answer if self.answer else None,
+                 "citations": [c.to_json() for c in self.answer.citations] if self.answer else [],
+                 "reason": self.reason}
+        return {"id": self.question.id, "question": self.question.question, "agent": self.settings.agent,
+                "steps": self.steps, "final": final}
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    value = fn()
+    return value, time.perf_counter() - start

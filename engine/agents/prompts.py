@@ -1,0 +1,65 @@
+"""Prompts of the document agents, in our own words after MADQA's BM25 agent (its Prompt 5).
+
+MADQA's guidance, kept: the answer is in the documents; when a search finds nothing,
+try other words (synonyms, abbreviations, a rephrasing); answer with as few words as
+possible, the document's own words, no sentences; cite each source page once.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SEARCH_AGENT_SYSTEM", "READER_SYSTEM", "CLOSED_BOOK_SYSTEM", "format_hits", "format_question",
+           "turn_footer", "NO_HITS", "MALFORMED"]
+
+SEARCH_AGENT_SYSTEM = """\
+You answer questions about a collection of PDF documents. The answer is in the documents: \
+find it with the search tool, read the pages it returns, then answer.
+
+Reply with exactly one JSON object per turn, one of:
+{"tool": "search", "query": "<keywords>"}
+  Searches every page and returns the {k} best pages. Words are combined with AND; \
+you may use OR, NOT, "exact phrases" and wildcards such as revenu*.
+{"tool": "answer", "answer": ["<answer>"], "citations": [{"document": "<document id>", "page": <page number>}]}
+  Gives your final answer and the pages it comes from. This ends the task.
+
+How to work:
+- Search with a few distinctive keywords from the question, not the whole question.
+- If a search finds nothing useful, search again with other words: synonyms, abbreviations, \
+a rephrasing, fewer words.
+- Answer with as few words as possible, copied from the document (a number with its unit or \
+scale, a name, a date). No full sentences. For a list, give one item per element.
+- Cite the page of every piece of evidence you used, each page once."""
+
+READER_SYSTEM = """\
+You answer a question about PDF documents from the pages you are shown. The answer is in them.
+Reply with one JSON object: {"tool": "answer", "answer": ["<answer>"], "citations": \
+[{"document": "<document id>", "page": <page number>}]}.
+Answer with as few words as possible, copied from the pages; no full sentences. For a list, \
+give one item per element. Cite each page you used once."""
+
+CLOSED_BOOK_SYSTEM = """\
+You answer a question about a company or organisation document without seeing the document.
+Reply with one JSON object: {"tool": "answer", "answer": ["<answer>"], "citations": []}.
+Answer with as few words as possible; no full sentences. Give your best guess."""
+
+NO_HITS = "No pages match this query. Try fewer words, synonyms, OR between alternatives, or a wildcard."
+
+MALFORMED = ("Your reply was not a valid tool call ({reason}). Reply with one JSON object: "
+             '{{"tool": "search", "query": "..."}} or {{"tool": "answer", "answer": ["..."], "citations": [...]}}.')
+
+
+def format_question(question: str) -> str:
+    return f"Question: {question.strip()}"
+
+
+def format_hits(query: str | None, hits: list[tuple[str, int, str]]) -> str:
+    """Observation for text-only models: each hit labelled `File: X, Page: N` (as MADQA's agent) with its text."""
+    head = f"Search results for: {query}\n\n" if query is not None else "Pages:\n\n"
+    blocks = [f"[{i}] File: {doc}, Page: {page}\n{text.strip()}" for i, (doc, page, text) in enumerate(hits, start=1)]
+    return head + "\n\n".join(blocks)
+
+
+def turn_footer(turns_left: int) -> str:
+    """Reminder appended to each observation; on the last turn, the instruction to answer."""
+    if turns_left <= 1:
+        return "\n\nThis is your last turn: answer now with the answer tool."
+    return f"\n\n({turns_left} turns left.)"

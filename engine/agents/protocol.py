@@ -1,0 +1,121 @@
+"""The agents' tool-call protocol: JSON schemas for constrained decoding, and a parser that never raises.
+
+A model turn is one JSON object:
+    {"tool": "search", "query": "..."}
+    {"tool": "answer", "answer": ["..."], "citations": [{"document": "...", "page": 3}]}
+With structured output the engine makes every turn match the schema; without it (or
+when a turn is cut off by the token limit) `parse_tool_call` returns a `Malformed`
+describing what is wrong, which the episode feeds back to the model as an observation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from engine.datasets.formats import Evidence
+
+__all__ = ["SearchCall", "AnswerCall", "Malformed", "tool_call_schema", "parse_tool_call", "MAX_QUERY_CHARS"]
+
+MAX_QUERY_CHARS = 200
+MAX_ANSWER_CHARS = 200
+MAX_ITEMS = 8
+
+
+@dataclass(slots=True, frozen=True)
+class SearchCall:
+    query: str
+
+    def to_json(self) -> dict:
+        return {"name": "search", "arguments": {"query": self.query}}
+
+
+@dataclass(slots=True, frozen=True)
+class AnswerCall:
+    answer: list[str]
+    citations: list[Evidence] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"name": "answer", "arguments": {"answer": self.answer, "citations": [c.to_json() for c in self.citations]}}
+
+
+@dataclass(slots=True, frozen=True)
+class Malformed:
+    reason: str  # what is wrong, shown to the model
+
+
+def _answer_schema(documents: list[str] | None) -> dict:
+    document = {"type": "string", "enum": sorted(documents)} if documents else {"type": "string", "minLength": 1}
+    return {
+        "type": "object",
+        "properties": {
+            "tool": {"const": "answer"},
+            "answer": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
+                       "minItems": 1, "maxItems": MAX_ITEMS},
+            "citations": {"type": "array", "maxItems": MAX_ITEMS, "items": {
+                "type": "object",
+                "properties": {"document": document, "page": {"type": "integer", "minimum": 1, "maximum": 100000}},
+                "required": ["document", "page"], "additionalProperties": False}},
+        },
+        "required": ["tool", "answer", "citations"],
+        "additionalProperties": False,
+    }
+
+
+def tool_call_schema(allow_search: bool, documents: list[str] | None = None) -> dict:
+    """JSON schema of one turn: search or answer, or (forced final turn) answer only.
+
+    Args:
+        allow_search: False on the last iteration, when the model must answer.
+        documents: when given, citations may only name these document ids.
+    """
+    answer = _answer_schema(documents)
+    if not allow_search:
+        return answer
+    search = {
+        "type": "object",
+        "properties": {"tool": {"const": "search"},
+                       "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}},
+        "required": ["tool", "query"],
+        "additionalProperties": False,
+    }
+    return {"anyOf": [search, answer]}
+
+
+def parse_tool_call(raw: str, allow_search: bool = True) -> SearchCall | AnswerCall | Malformed:
+    """Parse a model turn into a tool call; anything unusable becomes `Malformed(reason)`."""
+    text = raw.strip()
+    if not text:
+        return Malformed("the reply was empty")
+    start = text.find("{")
+    if start < 0:
+        return Malformed("no JSON object found")
+    try:
+        obj, _end = json.JSONDecoder().raw_decode(text[start:])  # the first complete object; trailing text ignored
+    except json.JSONDecodeError as err:
+        return Malformed(f"invalid JSON: {err.msg} at character {err.pos}")
+    if not isinstance(obj, dict):
+        return Malformed("the JSON is not an object")
+    tool = obj.get("tool", obj.get("name"))
+    args = obj.get("arguments", obj) if isinstance(obj.get("arguments"), dict) else obj
+    if tool == "search":
+        if not allow_search:
+            return Malformed("this is the last turn: only the answer tool is allowed")
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return Malformed("search needs a non-empty string 'query'")
+        return SearchCall(query.strip()[:MAX_QUERY_CHARS])
+    if tool == "answer":
+        answer = args.get("answer")
+        if isinstance(answer, str):
+            answer = [answer]
+        if not isinstance(answer, list) or not answer or not all(isinstance(a, (str, int, float)) for a in answer):
+            return Malformed("answer needs 'answer' as a list of strings")
+        citations = []
+        for item in args.get("citations") or []:
+            try:
+                citations.append(Evidence.from_json(item, "citation"))
+            except Exception:  # a bad citation costs the citation, not the answer
+                continue
+        return AnswerCall([str(a).strip() for a in answer], list(dict.fromkeys(citations)))
+    return Malformed(f"unknown tool {tool!r}; use 'search' or 'answer'")

@@ -1,0 +1,201 @@
+"""The rollout runner: every question an episode, many in flight at once, resumable.
+
+Loop, one model step at a time:
+  1. admit questions until `concurrency` episodes are in flight (each opens a session);
+  2. append the tool results that were started before the previous step — always at that
+     fixed point, in start order, so a run is deterministic however fast tools finish —
+     and submit the next turns;
+  3. run one engine step (all episodes' prefills and decodes batched) while the tool
+     thread pool works on the searches started after the last step;
+  4. for each finished turn, parse the tool call: start the tool in the pool, or finish.
+
+Each finished episode is appended to trajectories.jsonl and then predictions.jsonl
+(the commit marker), with an fsync. A killed run restarted with the same --out skips
+finished episodes and loses only the ones in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.agents.episode import Done, Episode, ToolJob, Turn
+from engine.agents.settings import AgentSettings
+from engine.datasets.formats import Question, append_jsonl
+from tools.errors import DossierError
+
+__all__ = ["RolloutRunner", "RunSummary", "finished_ids"]
+
+log = logging.getLogger(__name__)
+
+CONTEXT_NOTE = "The conversation has reached the model's context limit. Answer now with the answer tool."
+
+
+@dataclass(slots=True)
+class RunSummary:
+    episodes: int = 0  # finished in this run
+    skipped: int = 0  # already finished by an earlier run
+    steps: int = 0  # model turns
+    tokens_generated: int = 0
+    tokens_prefilled: int = 0
+    tokens_cached: int = 0
+    seconds: float = 0.0
+    reasons: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        rate = lambda n: round(n / self.seconds, 2) if self.seconds else 0.0  # noqa: E731
+        return {"episodes": self.episodes, "skipped": self.skipped, "steps": self.steps,
+                "tokens_generated": self.tokens_generated, "tokens_prefilled": self.tokens_prefilled,
+                "tokens_cached": self.tokens_cached, "seconds": round(self.seconds, 2),
+                "episodes_per_hour": rate(self.episodes * 3600), "steps_per_s": rate(self.steps),
+                "generated_tok_per_s": rate(self.tokens_generated), "finish_reasons": self.reasons}
+
+
+def finished_ids(out: Path) -> set[str]:
+    """Ids in predictions.jsonl; repairs a line cut short by a kill and drops trajectories of unfinished episodes."""
+    predictions, trajectories = out / "predictions.jsonl", out / "trajectories.jsonl"
+    done: set[str] = set()
+    if predictions.exists():
+        good = _valid_lines(predictions)
+        done = {json.loads(line)["id"] for line in good}
+    if trajectories.exists():
+        kept, seen = [], set()
+        for line in _valid_lines(trajectories):
+            qid = json.loads(line)["id"]
+            if qid in done and qid not in seen:  # a trajectory without its prediction was in flight
+                kept.append(line)
+                seen.add(qid)
+        _rewrite(trajectories, kept)
+    return done
+
+
+def _valid_lines(path: Path) -> list[str]:
+    """Complete JSON lines of a file; a torn last line is removed from the file."""
+    raw = path.read_text(encoding="utf-8")
+    lines, good = raw.split("\n"), []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("dropping a torn line in %s (the run was interrupted while writing it)", path)
+            continue
+        good.append(line)
+    if len(good) != len([line for line in lines if line.strip()]):
+        _rewrite(path, good)
+    return good
+
+
+def _rewrite(path: Path, lines: list[str]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class _Live:
+    episode: Episode
+    handle: object
+    turn: Turn | None = None
+
+
+class RolloutRunner:
+    """Runs episodes concurrently over a backend (`EngineBackend` or `ScriptedBackend`).
+
+    Args:
+        backend: the model backend.
+        settings: the agent settings (also decide which agent runs).
+        env: the corpus environment (None for closed-book).
+        out: the run directory (predictions.jsonl, trajectories.jsonl).
+        concurrency: episodes in flight at once.
+        tool_threads: threads running tool calls.
+        progress: called as progress(summary, total) after every finished episode.
+    """
+
+    def __init__(self, backend, settings: AgentSettings, env, out: str | Path, concurrency: int = 16,
+                 tool_threads: int = 4, progress: Callable[[RunSummary, int], None] | None = None):
+        if concurrency < 1:
+            raise DossierError(f"concurrency must be at least 1 (got {concurrency})")
+        self.backend, self.settings, self.env = backend, settings, env
+        self.out = Path(out)
+        self.concurrency, self.tool_threads, self.progress = concurrency, tool_threads, progress
+
+    def run(self, questions: list[Question]) -> RunSummary:
+        self.out.mkdir(parents=True, exist_ok=True)
+        done = finished_ids(self.out)
+        todo = deque(q for q in questions if q.id not in done)
+        summary = RunSummary(skipped=len(questions) - len(todo))
+        self._total = len(questions)
+        start = time.perf_counter()
+        live: dict[object, _Live] = {}  # backend ticket -> episode waiting for its model turn
+        in_flight = 0
+        started_tools: list[tuple[Future, _Live]] = []  # tools started after the latest step
+        with ThreadPoolExecutor(self.tool_threads, thread_name_prefix="dossier-tool") as pool:
+            while todo or in_flight:
+                while todo and in_flight < self.concurrency:
+                    question = todo.popleft()
+                    state = _Live(Episode(question, self.settings, self.env), self.backend.open(question.id))
+                    in_flight += 1
+                    in_flight -= self._advance(state, state.episode.first_turn(), live, summary)
+                # tools started before the previous step: their results join now, in start order
+                ready, started_tools = started_tools, []
+                # with no model work pending there is nothing to overlap: the tools are awaited at once
+                outputs = self.backend.step() if self.backend.has_pending() else []
+                if not outputs and not ready and not self.backend.has_pending():
+                    raise RuntimeError(f"rollout stalled with {in_flight} episodes in flight")  # a bug, never input
+                for future, state in ready:
+                    action = state.episode.on_tool_result(future.result())
+                    in_flight -= self._advance(state, action, live, summary)
+                for ticket, output in outputs:
+                    state = live.pop(ticket)
+                    summary.steps += 1
+                    for key, name in (("generated", "tokens_generated"), ("prefilled", "tokens_prefilled"),
+                                      ("cached", "tokens_cached")):
+                        setattr(summary, name, getattr(summary, name) + int(output.tokens.get(key, 0)))
+                    if output.error:
+                        log.warning("question %s: the engine failed a turn: %s", state.episode.question.id, output.error)
+                        in_flight -= self._advance(state, state.episode.fail("error"), live, summary)
+                        continue
+                    action = state.episode.on_output(output.text, state.turn.allow_search, output.tokens, output.model_s)
+                    if isinstance(action, ToolJob):
+                        started_tools.append((pool.submit(action.run), state))
+                    else:
+                        in_flight -= self._advance(state, action, live, summary)
+                summary.seconds = time.perf_counter() - start
+        return summary
+
+    def _advance(self, state: _Live, action: Turn | Done, live: dict, summary: RunSummary) -> int:
+        """Submit the next turn, or write a finished episode; returns 1 when the episode ended."""
+        if isinstance(action, Turn):
+            if not self.backend.fits(state.handle, action.messages):
+                action = state.episode.force_answer(CONTEXT_NOTE)
+                if not self.backend.fits(state.handle, action.messages):
+                    return self._advance(state, state.episode.fail("context_exhausted"), live, summary)
+            self.backend.append(state.handle, action.messages)
+            state.turn = action
+            ticket = self.backend.submit(state.handle, action.allow_search, self._seed(state.episode))
+            live[ticket] = state
+            return 0
+        self.backend.close(state.handle)
+        episode = state.episode
+        append_jsonl(self.out / "trajectories.jsonl", episode.trajectory())
+        append_jsonl(self.out / "predictions.jsonl", episode.prediction())  # commit marker: written last
+        summary.episodes += 1
+        summary.reasons[action.reason] = summary.reasons.get(action.reason, 0) + 1
+        if self.progress:
+            self.progress(summary, self._total)
+        return 1
+
+    def _seed(self, episode: Episode) -> int:
+        """Per-turn seed from the run seed, the question and the step: independent of scheduling."""
+        key = f"{self.settings.seed}:{episode.question.id}:{episode.iterations}".encode()
+        return zlib.crc32(key)

@@ -1,0 +1,46 @@
+"""Settings of an agent run, recorded in the run's metadata (run.json) so a run can be reproduced."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from tools.errors import DossierError
+
+__all__ = ["AGENTS", "AgentSettings"]
+
+AGENTS = ("bm25", "rag", "oracle", "closed-book")
+
+
+@dataclass(slots=True)
+class AgentSettings:
+    agent: str = "bm25"  # bm25 (MADQA's search agent), rag, oracle or closed-book
+    k: int = 5  # pages per search (MADQA: 5)
+    max_iterations: int = 10  # T: model calls per episode; the last one must answer (MADQA: 10)
+    page_chars: int = 1500  # characters of page text shown per hit to text-only models
+    image_dpi: int = 100  # page image resolution for vision models
+    image_max_pixels: int = 1_003_520  # pixel cap per page image (Qwen-VL's 1280*28*28)
+    max_new_tokens: int = 160  # tokens the model may generate per turn
+    structured: bool = True  # constrain every turn to the tool-call JSON schema (xgrammar)
+    cite_known_documents: bool = True  # the schema only admits document ids of the corpus
+    search_mode: str = "boolean"  # "boolean": MADQA's query language; "bag": free text, words OR-ed
+    message_role: str = "user"  # role of tool observations in the chat ("user" suits small models)
+    system_prompt: str | None = None  # None: the built-in MADQA-style guidance (engine/agents/prompts.py)
+    seed: int = 0  # sampling seed; greedy decoding ignores it
+    temperature: float = 0.0  # 0 = greedy
+
+    def __post_init__(self):
+        if self.agent not in AGENTS:
+            raise DossierError(f"unknown agent {self.agent!r}; choose one of {', '.join(AGENTS)}")
+        if self.k < 1:
+            raise DossierError(f"k must be at least 1 (got {self.k})")
+        if self.max_iterations < 1:
+            raise DossierError(f"max_iterations must be at least 1 (got {self.max_iterations})")
+        if self.page_chars < 100:
+            raise DossierError(f"page_chars must be at least 100 (got {self.page_chars})")
+        if self.search_mode not in ("boolean", "bag"):
+            raise DossierError(f"search_mode must be 'boolean' or 'bag' (got {self.search_mode!r})")
+        if self.max_new_tokens < 16:
+            raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
+
+    def to_json(self) -> dict:
+        return asdict(self)
