@@ -43,7 +43,7 @@ class OcrSettings:
     """How ingest OCRs pages."""
 
     backend: str = "auto"  # 'auto', 'rapidocr', 'tesseract' or 'surya'
-    dpi: int = 200  # render resolution for OCR, dots per inch
+    dpi: int = 150  # render resolution for OCR, dots per inch
     min_pixels: int = 2_000_000  # small pages are rendered at a higher DPI until they have this many pixels
     max_pixels: int = 8_000_000  # ... and large ones at a lower DPI so they fit this many
     workers: int = 0  # OCR processes; 0 = one per CPU core (surya always uses one)
