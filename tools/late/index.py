@@ -30,19 +30,27 @@ def encoder_name(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(spec).resolve().name) or "model"
 
 
-def load_encoder(spec: str, device: str = "cpu") -> MultiVectorEncoder:
-    """The encoder for a MODEL spec ("minilm" or a ColQwen/ColPali checkpoint directory)."""
+def load_encoder(spec: str, device: str = "cpu", dtype=None) -> MultiVectorEncoder:
+    """The encoder for a MODEL spec ("minilm" or a ColQwen/ColPali checkpoint directory).
+
+    Args:
+        spec: "minilm" or a checkpoint directory.
+        device: torch device.
+        dtype: compute dtype (None: fp32 on CPU; bf16 on CUDA for the vision models).
+    """
     if spec == "minilm":
+        import torch
+
         from tools.late.text import MiniLMTextEncoder
 
-        return MiniLMTextEncoder(device=device)
+        return MiniLMTextEncoder(device=device, dtype=dtype or torch.float32)
     path = Path(spec)
     if not (path / "config.json").is_file():
         raise DossierError(f"late-interaction model {spec!r} is neither 'minilm' nor a checkpoint directory "
                            f"with a config.json")
     from tools.late.vision import ColVisionEncoder
 
-    return ColVisionEncoder.from_directory(path, device=device)
+    return ColVisionEncoder.from_directory(path, device=device, dtype=dtype)
 
 
 def late_dir(corpus: str | Path, spec: str) -> Path:

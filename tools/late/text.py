@@ -42,12 +42,14 @@ class MiniLMTextEncoder(MultiVectorEncoder):
         window: tokens per forward pass including [CLS] and [SEP] (<= 512; trained at 256).
         batch_size: windows per forward pass.
         device: torch device.
+        dtype: compute dtype; torch.bfloat16 roughly doubles CPU throughput on AMX/AVX512-BF16
+            machines (token vectors within cosine 0.9996 of fp32). Queries and pages may differ.
     """
 
     modality = "text"
 
     def __init__(self, model_dir: str | Path | None = None, window: int = 256, batch_size: int = 32,
-                 device: str = "cpu"):
+                 device: str = "cpu", dtype: torch.dtype = torch.float32):
         from transformers import AutoModel, AutoTokenizer
 
         folder = Path(model_dir) if model_dir else minilm_path()
@@ -55,7 +57,7 @@ class MiniLMTextEncoder(MultiVectorEncoder):
             raise DossierError(f"{folder} holds no model (config.json missing)")
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.tokenizer.model_max_length = 1 << 30  # we cut pages into windows ourselves
-        self.model = AutoModel.from_pretrained(folder).to(device).eval()
+        self.model = AutoModel.from_pretrained(folder).to(device=device, dtype=dtype).eval()
         self.device = device
         self.window = int(window)
         if not 8 <= self.window <= self.model.config.max_position_embeddings:
