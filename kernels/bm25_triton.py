@@ -1,13 +1,13 @@
 """Triton BM25 for a GPU: batched scoring into a dense (batch, num_docs) block, then block top-k.
 
-Scoring: one launch per query position j (queries padded to the longest); program (b, c) adds
+Scoring: one launch per query position j (queries padded to the longest); program (c, b) adds
 chunk c of the postings of query b's j-th token into row b. Within a launch a doc receives at
 most one add per row (a token's postings have distinct docs), so no atomics are needed, and
 launches run in query order: every score is bm25s's float32 running sum, bit for bit. Rows
 start at -inf, which marks "no posting" (the first add writes the contribution itself, as
 0 + x = x), so eligibility needs no second array.
 
-Top-k: program (b, blk) extracts the k best (score desc, doc id asc) of its BLOCK_DOCS docs by k
+Top-k: program (blk, b) extracts the k best (score desc, doc id asc) of its BLOCK_DOCS docs by k
 rounds of max + lowest-id argmax (k <= 64), writing (batch, blocks, k) candidates; the survivors
 are merged with `torch.topk` on an exact int64 key (order-preserving score bits << 32 | ~doc id).
 For k > 64 that key is used on the whole row. Candidate masks (`candidates`) are applied as -inf.
@@ -34,6 +34,7 @@ __all__ = ["GpuScoreMatrix", "topk_batch_triton", "score_batch_triton"]
 
 _MAX_BLOCK_K = 64  # larger k: exact int64-key torch.topk over the whole row
 _ROW_BUDGET_BYTES = 1 << 30  # dense score rows per launch group
+_MAX_ROWS = 65_535  # grid axis 1 limit (queries per launch)
 
 
 @dataclass(slots=True, frozen=True)
@@ -67,8 +68,8 @@ class GpuScoreMatrix:
 @triton.jit
 def _scatter_kernel(scores_ptr, tokens_ptr, data_ptr, indices_ptr, indptr_ptr, j, stride_sb, stride_tb,
                     BLOCK: tl.constexpr):
-    b = tl.program_id(0)
-    c = tl.program_id(1)
+    c = tl.program_id(0)  # postings chunk (axis 0: no 65,535 limit)
+    b = tl.program_id(1)  # query
     token = tl.load(tokens_ptr + b * stride_tb + j)
     if token >= 0:
         start = tl.load(indptr_ptr + token)
@@ -85,8 +86,8 @@ def _scatter_kernel(scores_ptr, tokens_ptr, data_ptr, indices_ptr, indptr_ptr, j
 @triton.jit
 def _block_topk_kernel(scores_ptr, mask_ptr, out_scores_ptr, out_ids_ptr, num_docs, stride_sb, stride_ob,
                        HAS_MASK: tl.constexpr, K: tl.constexpr, BLOCK_DOCS: tl.constexpr):
-    b = tl.program_id(0)
-    blk = tl.program_id(1)
+    blk = tl.program_id(0)  # doc block (axis 0: no 65,535 limit)
+    b = tl.program_id(1)  # query
     offs = blk * BLOCK_DOCS + tl.arange(0, BLOCK_DOCS)
     live = offs < num_docs
     x = tl.load(scores_ptr + b * stride_sb + offs, mask=live, other=float("-inf"))
@@ -118,7 +119,7 @@ def score_batch_triton(matrix: GpuScoreMatrix, queries: list[np.ndarray], block:
         chunks = int(-(-counts[:, j].max() // block))
         if chunks == 0:
             continue
-        _scatter_kernel[(len(queries), chunks)](scores, tokens_dev, matrix.data, matrix.indices, matrix.indptr, j,
+        _scatter_kernel[(chunks, len(queries))](scores, tokens_dev, matrix.data, matrix.indices, matrix.indptr, j,
                                                 scores.stride(0), tokens_dev.stride(0), BLOCK=block)
     return scores
 
@@ -142,7 +143,7 @@ def topk_batch_triton(matrix, queries: list[np.ndarray], k: int, *, candidates: 
         return [(np.zeros(0, np.int64), np.zeros(0, np.float32)) for _ in queries]
     device = matrix.data.device
     mask = None if candidates is None else torch.from_numpy(candidates.astype(np.uint8)).to(device)
-    rows_per_group = max(1, _ROW_BUDGET_BYTES // (4 * max(matrix.num_docs, 1)))
+    rows_per_group = min(_MAX_ROWS, max(1, _ROW_BUDGET_BYTES // (4 * max(matrix.num_docs, 1))))
     results: list[tuple[np.ndarray, np.ndarray]] = []
     for lo in range(0, len(queries), rows_per_group):
         group = queries[lo: lo + rows_per_group]
@@ -152,7 +153,7 @@ def topk_batch_triton(matrix, queries: list[np.ndarray], k: int, *, candidates: 
             n_blocks = triton.cdiv(matrix.num_docs, block_docs)
             cand_scores = torch.empty((len(group), n_blocks * k), dtype=torch.float32, device=device)
             cand_ids = torch.empty((len(group), n_blocks * k), dtype=torch.int32, device=device)
-            _block_topk_kernel[(len(group), n_blocks)](
+            _block_topk_kernel[(n_blocks, len(group))](
                 scores, mask if mask is not None else cand_ids, cand_scores, cand_ids, matrix.num_docs,
                 scores.stride(0), cand_scores.stride(0), HAS_MASK=mask is not None, K=k, BLOCK_DOCS=block_docs)
             scores, doc_ids = cand_scores, cand_ids.to(torch.int64)

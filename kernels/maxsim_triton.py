@@ -1,4 +1,4 @@
-"""Fused MaxSim in Triton: one program per (query, candidate page), similarities never stored.
+"""Fused MaxSim in Triton: one program per (candidate page, query), similarities never stored.
 
 Each program loads its query's vectors once (BLOCK_Q x BLOCK_D, zero-padded), then walks the
 page's rows in tiles of BLOCK_N: load the tile (fp16/bf16/int8/fp32, dequantised in registers),
@@ -32,8 +32,8 @@ def _maxsim_kernel(
     BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     HAS_SCALE: tl.constexpr, HAS_WEIGHT: tl.constexpr, LOW_PRECISION: tl.constexpr,
 ):
-    b = tl.program_id(0)  # query of the batch
-    c = tl.program_id(1)  # candidate
+    c = tl.program_id(0)  # candidate (axis 0: up to 2^31-1 programs; axis 1 stops at 65,535)
+    b = tl.program_id(1)  # query of the batch
     page = tl.load(page_ids_ptr + b * stride_pb + c)
     start = tl.load(offsets_ptr + page)
     end = tl.load(offsets_ptr + page + 1)
@@ -104,7 +104,7 @@ def maxsim_batch_triton(queries: torch.Tensor, query_lengths: torch.Tensor, vect
     block_d = max(16, triton.next_power_of_2(dim))
     low_precision = vectors.dtype != torch.float32
     dummy = out  # stands in for absent optional pointers (never read)
-    _maxsim_kernel[(batch, m)](
+    _maxsim_kernel[(m, batch)](
         queries, query_lengths, query_weights if query_weights is not None else dummy, vectors,
         scales if scales is not None else dummy, offsets, page_ids, out,
         dim, m,
