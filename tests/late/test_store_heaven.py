@@ -107,7 +107,7 @@ def test_heaven_reads_only_candidates_and_reduces_to_maxsim(tmp_path):
 
 def test_end_to_end_on_a_text_corpus(tmp_path, minilm):
     from tests.pdfs import make_text_store
-    from tools.late import bm25_first_stage
+    from tools.late import bm25_first_stage, late_search_hits
     from tools.search import Searcher, build_index
 
     docs = {
@@ -125,5 +125,8 @@ def test_end_to_end_on_a_text_corpus(tmp_path, minilm):
     result = reranker.search("How much did the company spend on capital expenditures in 2018?",
                              bm25_first_stage(searcher), k=3)
     assert reranker.pages(result)[0][:2] == ("annual", 2)
+    hits = late_search_hits(searcher, reranker, "capital expenditures 2018", k=2, document="annual")
+    assert [(h.document, h.page) for h in hits][0] == ("annual", 2) and "**" in hits[0].snippet
+    assert all(h.document == "annual" for h in hits)
     with pytest.raises(DossierError, match="built by"):
         LateReranker(_FixedEncoder(_query()), reranker.store)

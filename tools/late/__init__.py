@@ -4,7 +4,7 @@ from tools.late.base import MultiVectorEncoder, QueryVectors
 from tools.late.heaven import HeavenConfig, LateResult, exhaustive_search, heaven_search, rerank_candidates
 from tools.late.index import build_late_index, encoder_name, late_dir, load_encoder, open_late_store
 from tools.late.key_tokens import is_key_word, key_token_mask
-from tools.late.rerank import LateReranker, bm25_first_stage
+from tools.late.rerank import LateReranker, bm25_first_stage, late_search_hits
 from tools.late.store import EmbeddingStore, EmbeddingStoreWriter, quantize_int8
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "is_key_word",
     "key_token_mask",
     "late_dir",
+    "late_search_hits",
     "load_encoder",
     "open_late_store",
     "quantize_int8",

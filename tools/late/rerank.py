@@ -4,6 +4,7 @@
     first = bm25_first_stage(Searcher(corpus))                 # (query, k) -> (rows, scores)
     result = reranker.search("3M capital expenditure 2018", first, k=5)   # HEAVEN two-stage
     pages = reranker.pages(result)                             # [(document, page, score), ...]
+    hits = late_search_hits(searcher, reranker, query, k=5)    # SearchHits, as Searcher.search returns
 
 `search` runs HEAVEN's two stages (heaven.py); `rerank` scores given candidates in one pass.
 Rows are the BM25 index's page rows, which the embedding store shares.
@@ -20,7 +21,7 @@ from tools.late.base import MultiVectorEncoder, QueryVectors
 from tools.late.heaven import FirstStage, HeavenConfig, LateResult, exhaustive_search, heaven_search, rerank_candidates
 from tools.late.store import EmbeddingStore
 
-__all__ = ["LateReranker", "bm25_first_stage"]
+__all__ = ["LateReranker", "bm25_first_stage", "late_search_hits"]
 
 
 class LateReranker:
@@ -94,3 +95,22 @@ def bm25_first_stage(searcher, mode: str = "bag", document: str | None = None) -
         return rows, np.array([h.score for h in hits], dtype=np.float32)
 
     return first
+
+
+def late_search_hits(searcher, reranker: LateReranker, query: str, k: int = 5, *, mode: str = "bag",
+                     document: str | None = None, snippets: bool = True) -> list:
+    """`Searcher.search`'s result type, ranked by HEAVEN over the searcher's BM25 candidates.
+
+    Drop-in for `dossier search --rerank late` and the agent's search tool: the query language,
+    `document` filter and modes are the searcher's; scores are the fused late-interaction scores.
+    """
+    from tools.search.searcher import SearchHit, make_snippet
+    from tools.search.tokenize import tokens
+
+    result = reranker.search(query, bm25_first_stage(searcher, mode, document), k)
+    words = set(tokens(query))
+    hits = []
+    for doc, page, score in reranker.pages(result):
+        snippet = make_snippet(searcher.store.page(doc, page).text, words) if snippets else ""
+        hits.append(SearchHit(doc, page, score, snippet))
+    return hits
