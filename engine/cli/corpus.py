@@ -92,9 +92,11 @@ def ingest_cmd(
                 typer.echo(f"  error: {err['document']} page {err['page']}: {err['reason']}")
         if summary.ocr_skipped:
             why = "; ".join(f"{name}: {reason}" for name, reason in backend_status().items() if reason)
-            typer.echo(f"  {summary.ocr_skipped} pages left flagged: no OCR backend is usable ({why})")
+            noun = "page" if summary.ocr_skipped == 1 else "pages"
+            typer.echo(f"  {summary.ocr_skipped} {noun} left flagged: no OCR backend is usable ({why})")
         elif ocr is OcrChoice.none and store.stats()["pages_needing_ocr"]:
-            typer.echo(f"  OCR skipped (--ocr none): {store.stats()['pages_needing_ocr']} pages stay flagged")
+            flagged = store.stats()["pages_needing_ocr"]
+            typer.echo(f"  OCR skipped (--ocr none): {flagged} {'page stays' if flagged == 1 else 'pages stay'} flagged")
         typer.echo(f"corpus {corpus}: {report['corpus']['documents']} documents, {report['corpus']['pages']} pages")
     if summary.documents == 0 and summary.skipped == 0:
         raise typer.Exit(1)  # every file failed (or none was found)

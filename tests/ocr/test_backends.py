@@ -142,3 +142,13 @@ def test_a_hung_surya_worker_is_stopped_at_the_timeout(tmp_path):
         backend.read(Image.new("RGB", (100, 50), "white"))
     assert time.perf_counter() - start < 15
     assert backend._proc is None  # the worker is gone; the next page starts a fresh one
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(SuryaBackend.unavailable_reason() is not None,
+                    reason=f"surya not usable here: {SuryaBackend.unavailable_reason()}")
+def test_real_surya_reads_known_words():
+    image, truth = text_image(LINES, dpi=200)
+    with get_backend("surya") as ocr:
+        result = ocr.read(image)
+    assert {"Quarterly", "revenue", "Harbor", "Street"} <= set(result.words), result.words

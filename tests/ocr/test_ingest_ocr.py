@@ -130,7 +130,7 @@ def test_cli_ingest_ocrs_the_sample_notice_and_none_skips_it(tmp_path):
 
     assert runner.invoke(app, ["sample", "--out", str(tmp_path / "s")]).exit_code == 0
     skipped = runner.invoke(app, ["ingest", str(tmp_path / "s" / "pdfs"), "--corpus", str(tmp_path / "c"), "--ocr", "none"])
-    assert skipped.exit_code == 0 and "OCR skipped (--ocr none): 1 pages stay flagged" in skipped.output
+    assert skipped.exit_code == 0 and "OCR skipped (--ocr none): 1 page stays flagged" in skipped.output
     result = runner.invoke(app, ["ingest", str(tmp_path / "s" / "pdfs"), "--corpus", str(tmp_path / "c"), "--format", "json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

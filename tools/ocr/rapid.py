@@ -64,12 +64,12 @@ class RapidOcrBackend(OcrBackend):
 
         models = _model_dir()
         params = {key: str(models / file) for key, file in MODEL_FILES.items()}
-        params.update({"Global.log_level": "warning", "Global.use_cls": False, "Global.text_score": float(min_score)})
+        params.update({"Global.log_level": "error", "Global.use_cls": False, "Global.text_score": float(min_score)})
         if threads > 0:
             params["EngineConfig.onnxruntime.intra_op_num_threads"] = int(threads)
             params["EngineConfig.onnxruntime.inter_op_num_threads"] = 1
         self._engine = RapidOCR(params=params)
-        logging.getLogger("RapidOCR").setLevel(logging.WARNING)
+        logging.getLogger("RapidOCR").setLevel(logging.ERROR)  # "detection result is empty" on blank pages is not news
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

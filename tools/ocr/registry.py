@@ -4,8 +4,9 @@
 
 1. surya, when local checkpoints are configured and a GPU is present (a VLM: best on hard
    scans, far too slow on a CPU);
-2. tesseract, when Debian's `tesseract-ocr` is installed (on the scanned samples here as
-   accurate as rapidocr and ~5x faster per page on a CPU);
+2. tesseract, when Debian's `tesseract-ocr` is installed: on the scanned samples it is as
+   accurate as rapidocr (linn: 0.990 vs 0.992 character accuracy) and ~7x faster per page
+   on this 2-core CPU (benchmarks/bench_ocr.py);
 3. rapidocr, a pip dependency of Dossier with its models in the wheel, so present everywhere.
 
 Asking for a backend by name that is not usable raises `MissingDependencyError` naming the

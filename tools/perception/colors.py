@@ -55,16 +55,16 @@ def color_name(color: str | None) -> str | None:
     hue, saturation, value = colorsys.rgb_to_hsv(r, g, b)
     if value < 0.2:
         return "black"
-    if saturation < 0.15 or (value - min(r, g, b)) < 0.08:
+    if saturation < 0.08:
         return "white" if value > 0.9 else ("light gray" if value > 0.7 else ("gray" if value > 0.35 else "dark gray"))
     degrees = hue * 360
     names = ((15, "red"), (40, "orange"), (70, "yellow"), (165, "green"), (200, "cyan"), (255, "blue"),
-             (290, "purple"), (340, "pink"), (361, "red"))
+             (320, "purple"), (345, "pink"), (361, "red"))
     name = next(n for limit, n in names if degrees < limit)
     if name == "orange" and value < 0.65:
         name = "brown"
     if value > 0.85 and saturation < 0.45:
         return f"light {name}"
-    if value < 0.45:
+    if value < 0.5:
         return f"dark {name}"
     return name

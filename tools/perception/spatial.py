@@ -122,7 +122,7 @@ def spatial_recovery(ctx: PerceptionContext, document: str, page: int, region=No
     if mode == "line":
         if line is None:
             raise DossierError("mode 'line' needs line = [x0, y0, x1, y1]: the segment's end points as fractions of the page")
-        segment = parse_region_points(line)
+        segment = parse_segment(line)
         if not isinstance(corridor, (int, float)) or not 0 < corridor <= 0.5:
             raise DossierError(f"corridor must be a fraction of the page width in (0, 0.5], got {corridor!r}")
         start = (segment[0] * view.width, segment[1] * view.height)
@@ -160,7 +160,7 @@ def spatial_recovery(ctx: PerceptionContext, document: str, page: int, region=No
     return Observation("spatial_recovery", document, page, list(box), content)
 
 
-def parse_region_points(value) -> tuple[float, float, float, float]:
+def parse_segment(value) -> tuple[float, float, float, float]:
     """Check a segment [x0, y0, x1, y1] given as fractions of the page (the ends may be in any order)."""
     if (not isinstance(value, (list, tuple)) or len(value) != 4
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
