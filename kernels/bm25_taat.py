@@ -137,7 +137,8 @@ def blocked_topk_jit_ready(data, indices, indptr, bounds, flat_queries, query_pt
     block = np.int64(1) << block_shift
     acc = np.zeros(block, dtype=np.float32)  # (block,) partial scores of the current block
     seen = np.zeros(block, dtype=np.bool_)  # (block,) touched in the current block
-    touched = np.empty(block, dtype=np.int64)  # offsets touched, in first-touch order
+    touched = np.empty(block, dtype=np.int32)  # offsets touched, in first-touch order (int32: 64 KiB stays
+    # under malloc's mmap threshold, so a call reuses warm heap memory instead of faulting in fresh pages)
     heap_scores = np.empty(k, dtype=np.float32)
     heap_ids = np.empty(k, dtype=np.int64)
     big = np.int64(1) << np.int64(62)
