@@ -1,4 +1,4 @@
-"""Attention over the paged KV cache: an SDPA reference path and a flash-attn GPU path.
+"""Attention over the paged KV cache: an SDPA reference path, a CPU decode kernel, flash-attn on GPU.
 
 The cache of each layer is `(num_blocks, block_size, kv_heads, head_dim)`; a token's
 slot is `block_table[i // block_size] * block_size + i % block_size`. Each step the
@@ -9,6 +9,9 @@ sequence's cache.
   call over their gathered, padded caches (query heads grouped by KV head, so GQA needs
   no copy of K/V); each prefill chunk in its own SDPA call with a causal mask aligned
   to the end of its context.
+- `numba` (CPU, float32): as `sdpa`, except decode tokens go through the numba kernel of
+  `engine/cpu_attention.py`, which reads the blocks in place instead of gathering a
+  padded copy (decode on a CPU is bound by reading the cache).
 - `flash_attn` (GPU, when installed): one `flash_attn_varlen_func` call with block
   tables reads the paged cache in place. Needs block_size % 256 == 0. Not exercised
   by the CPU test suite: it runs only on a CUDA machine with flash-attn.
@@ -25,9 +28,15 @@ from tools.errors import DossierError, missing_dependency
 __all__ = ["AttentionMetadata", "PagedAttention", "PrefillSpan", "resolve_backend"]
 
 
-def resolve_backend(requested: str, device: str, block_size: int) -> str:
-    """Pick "flash_attn" or "sdpa" for `requested` ("auto", "sdpa", "flash_attn")."""
+def resolve_backend(requested: str, device: str, block_size: int, dtype: torch.dtype = torch.float32) -> str:
+    """Pick "flash_attn", "numba" or "sdpa" for `requested` ("auto" or one of them)."""
     has_flash = importlib.util.find_spec("flash_attn") is not None
+    if requested == "numba":
+        if device != "cpu" or dtype != torch.float32:
+            raise DossierError(f"attention_backend='numba' runs on the CPU in float32 (got {device}, {dtype})")
+        if importlib.util.find_spec("numba") is None:
+            raise missing_dependency("numba", "pip install numba")
+        return "numba"
     if requested == "flash_attn":
         if device != "cuda":
             raise DossierError("attention_backend='flash_attn' needs a CUDA device; use 'sdpa' on the CPU")
@@ -36,6 +45,8 @@ def resolve_backend(requested: str, device: str, block_size: int) -> str:
         return "flash_attn"
     if requested == "auto" and device == "cuda" and has_flash and block_size % 256 == 0:
         return "flash_attn"
+    if requested == "auto" and device == "cpu" and dtype == torch.float32 and importlib.util.find_spec("numba"):
+        return "numba"
     return "sdpa"
 
 
@@ -57,6 +68,8 @@ class AttentionMetadata:
     slot_mapping: torch.Tensor  # (tokens,) int64 cache slot of each new token
     decode_rows: torch.Tensor | None = None  # (decodes,) rows of single-token chunks in the batch
     decode_block_tables: torch.Tensor | None = None  # (decodes, max_blocks) int64, padded with 0
+    decode_lens: torch.Tensor | None = None  # (decodes,) int64 context length of each decode token
+    all_decode: bool = False  # every token of the batch is a decode token (rows 0..n-1 in order)
     decode_mask: torch.Tensor | None = None  # (decodes, 1, 1, max_blocks * block_size) bool
     prefills: list[PrefillSpan] = field(default_factory=list)
     # flash-attn varlen inputs (only built for that backend)
@@ -92,7 +105,17 @@ class PagedAttention:
         kv_heads = k_cache.shape[2]
         group = heads // kv_heads
         out = torch.empty_like(q)
-        if meta.decode_rows is not None:
+        if meta.decode_rows is not None and self.backend == "numba":
+            from engine.cpu_attention import paged_decode_torch
+
+            batch = meta.decode_rows.shape[0]
+            queries = q if meta.all_decode else q[meta.decode_rows]
+            queries = queries.reshape(batch, kv_heads, group, head_dim).contiguous()  # grouped per KV head
+            attended = paged_decode_torch(queries, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens)
+            if meta.all_decode:
+                return attended.view(tokens, heads, head_dim)
+            out[meta.decode_rows] = attended.view(batch, heads, head_dim)
+        elif meta.decode_rows is not None:
             batch, max_blocks = meta.decode_block_tables.shape
             span = max_blocks * k_cache.shape[1]
             keys = k_cache[meta.decode_block_tables].view(batch, span, kv_heads, head_dim).transpose(1, 2)

@@ -12,7 +12,7 @@ __all__ = ["EngineConfig"]
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda")
-_BACKENDS = ("auto", "sdpa", "flash_attn")
+_BACKENDS = ("auto", "sdpa", "numba", "flash_attn")
 _QUANT = (None, "bnb-4bit", "bnb-8bit")
 
 
@@ -37,8 +37,9 @@ class EngineConfig:
     device: str = "auto"
     # Weights and KV dtype: "auto" is float32 on CPU and bfloat16 on GPU.
     dtype: str = "auto"
-    # Attention over the paged cache: "sdpa" (reference, CPU and GPU), "flash_attn"
-    # (GPU, needs flash-attn and block_size % 256 == 0), "auto" (flash_attn when usable).
+    # Attention over the paged cache: "sdpa" (reference, CPU and GPU), "numba" (CPU fp32:
+    # decode reads blocks in place; prefill as sdpa), "flash_attn" (GPU, needs flash-attn
+    # and block_size % 256 == 0), "auto" (flash_attn on GPU when usable, numba on CPU).
     attention_backend: str = "auto"
     # Optional bitsandbytes weight quantisation of the linear layers: None, "bnb-4bit", "bnb-8bit".
     quantization: str | None = None

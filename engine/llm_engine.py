@@ -44,7 +44,7 @@ class Engine:
         self.adapter = adapter
         self.processor = adapter.processor
         self.stop_token_ids: set[int] = self.processor.stop_token_ids if self.processor else set()
-        num_blocks = kv_blocks_for_budget(adapter.shape, self.config, next(adapter.parameters()).dtype)
+        num_blocks = kv_blocks_for_budget(adapter.shape, self.config, adapter.dtype)
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.runner = ModelRunner(adapter, self.config, num_blocks)
@@ -54,6 +54,8 @@ class Engine:
         self._request_ids = itertools.count()
         self._step = 0
         self._grammars: GrammarCache | None = None
+        # Steps that computed any prompt token count as prefill steps; the rest as decode steps.
+        self.phases = {"prefill_steps": 0, "prefill_time_s": 0.0, "decode_steps": 0, "decode_time_s": 0.0, "decode_tokens": 0}
 
     @classmethod
     def from_pretrained(cls, model: str = "default", config: EngineConfig | None = None) -> "Engine":
@@ -128,6 +130,8 @@ class Engine:
                     f"session {session.session_id} would reach {longest} tokens but the KV pool holds "
                     f"{self.block_manager.num_blocks * self.config.block_size}; raise EngineConfig.kv_cache_gib"
                 )
+            if sampling.stop and self.processor is None:
+                raise DossierError(f"stop strings need a tokenizer; model {self.adapter.name!r} has none (use stop_token_ids)")
             matcher = None
             if sampling.structure is not None:
                 matcher = self._grammar_cache().matcher(*sampling.structure)
@@ -150,7 +154,7 @@ class Engine:
 
     def step(self) -> list[Request]:
         """Run one forward step over all active requests; return the requests that finished in it."""
-        with self._lock:
+        with self._lock, torch.inference_mode():
             started = time.perf_counter()
             self._step += 1
             chunks, failed = self.scheduler.schedule(self._step)
@@ -160,12 +164,14 @@ class Engine:
                 return failed
             logits = self.runner.run(chunks)
             sampling = []
+            prefilled = 0
             for chunk in chunks:
                 request, seq = chunk.request, chunk.request.seq
                 seq.num_computed_tokens += chunk.length
                 self.block_manager.register_computed(seq)
                 if not (chunk.length == 1 and chunk.start >= request.prompt_len):  # else: a generated token fed back
                     request.count(tokens_prefilled=chunk.length)
+                    prefilled += chunk.length
                 if chunk.samples:
                     sampling.append(request)
             finished = list(failed)
@@ -175,6 +181,11 @@ class Engine:
                     if self._accept(request, token):
                         finished.append(request)
             elapsed = time.perf_counter() - started
+            phase = "prefill" if prefilled else "decode"
+            self.phases[f"{phase}_steps"] += 1
+            self.phases[f"{phase}_time_s"] += elapsed
+            if not prefilled:
+                self.phases["decode_tokens"] += len(chunks)
             self.counters.forward_steps += 1
             self.counters.step_time_s += elapsed
             for chunk in chunks:
@@ -250,4 +261,5 @@ class Engine:
                 "preemptions": self.scheduler.preemptions,
                 "open_sessions": len(self.scheduler.sequences),
                 "attention_backend": self.runner.backend,
+                "phases": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.phases.items()},
             }

@@ -31,11 +31,10 @@ class ModelRunner:
         self.adapter = adapter
         self.config = config
         shape = adapter.shape
-        parameter = next(adapter.parameters())
-        self.device = parameter.device
-        self.dtype = adapter.kv_dtype if hasattr(adapter, "kv_dtype") else parameter.dtype
+        self.device = next(adapter.parameters()).device
+        self.dtype = adapter.dtype
         self.block_size = config.block_size
-        self.backend = resolve_backend(config.attention_backend, self.device.type, config.block_size)
+        self.backend = resolve_backend(config.attention_backend, self.device.type, config.block_size, self.dtype)
         cache_shape = (shape.num_layers, num_blocks, config.block_size, shape.num_kv_heads, shape.head_dim)
         self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
@@ -97,7 +96,9 @@ class ModelRunner:
             padded = [t + [0] * (width - len(t)) for t in decode_tables]
             meta.decode_rows = torch.tensor(decode_rows, dtype=torch.long, device=device)
             meta.decode_block_tables = torch.tensor(padded, dtype=torch.long, device=device)
-            lens = torch.tensor(decode_lens, device=device)
+            lens = torch.tensor(decode_lens, dtype=torch.long, device=device)
+            meta.decode_lens = lens
+            meta.all_decode = len(decode_rows) == len(input_ids)
             meta.decode_mask = (torch.arange(width * bs, device=device).unsqueeze(0) < lens.unsqueeze(1))[:, None, None, :]
         if self.backend == "flash_attn":
             self._flash_metadata(meta, chunks)

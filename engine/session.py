@@ -69,10 +69,12 @@ class Session:
         return segment.token_ids
 
     def _close_turn(self) -> None:
+        if self.request is not None:
+            raise DossierError(f"session {self.session_id} is generating; wait for its request before appending")
         if self._turn_start is not None:
             generated = self.seq.token_ids[self._turn_start :]
-            self._turn_start = None
             self.append_segment(self._processor().close_turn(generated))
+            self._turn_start = None
 
     def _processor(self):
         if self.engine.processor is None:

@@ -150,6 +150,11 @@ class ModelAdapter(nn.Module, ABC):
         n = len(segment.token_ids)
         return list(range(next_position, next_position + n)), next_position + n
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating dtype activations and the KV cache use."""
+        return next(p.dtype for p in self.parameters() if p.dtype.is_floating_point)
+
     def init_buffers(self) -> None:
         """Recompute non-persistent buffers after the module was materialised with `to_empty`."""
 

@@ -155,6 +155,34 @@ class LlamaAdapter(ModelAdapter):
                 layer.post_attention_layernorm.weight.copy_(take(p + "post_attention_layernorm.weight"))
 
 
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights under Hugging Face names (fused projections split again), e.g. to build a reference model."""
+        out = {"model.embed_tokens.weight": self.embed_tokens.weight, "model.norm.weight": self.norm.weight}
+        if self.lm_head is not None:
+            out["lm_head.weight"] = self.lm_head.weight
+        for i, layer in enumerate(self.layers):
+            p = f"model.layers.{i}."
+            sizes = [layer.heads * layer.head_dim, layer.kv_heads * layer.head_dim, layer.kv_heads * layer.head_dim]
+            for name, part in zip("qkv", layer.qkv_proj.weight.split(sizes)):
+                out[p + f"self_attn.{name}_proj.weight"] = part
+            if layer.qkv_proj.bias is not None:
+                for name, part in zip("qkv", layer.qkv_proj.bias.split(sizes)):
+                    out[p + f"self_attn.{name}_proj.bias"] = part
+            out[p + "self_attn.o_proj.weight"] = layer.o_proj.weight
+            if layer.o_proj.bias is not None:
+                out[p + "self_attn.o_proj.bias"] = layer.o_proj.bias
+            if layer.gate_up_proj.bias is not None:
+                gate_bias, up_bias = layer.gate_up_proj.bias.split(layer.intermediate)
+                out[p + "mlp.gate_proj.bias"], out[p + "mlp.up_proj.bias"] = gate_bias, up_bias
+                out[p + "mlp.down_proj.bias"] = layer.down_proj.bias
+            gate, up = layer.gate_up_proj.weight.split(layer.intermediate)
+            out[p + "mlp.gate_proj.weight"], out[p + "mlp.up_proj.weight"] = gate, up
+            out[p + "mlp.down_proj.weight"] = layer.down_proj.weight
+            out[p + "input_layernorm.weight"] = layer.input_layernorm.weight
+            out[p + "post_attention_layernorm.weight"] = layer.post_attention_layernorm.weight
+        return out
+
+
 def _rope_frequencies(config, head_dim: int) -> tuple[torch.Tensor, float]:
     """Inverse frequencies and cos/sin scale, as transformers computes them for this config."""
     params = getattr(config, "rope_parameters", None) or {}

@@ -13,10 +13,17 @@ from tests.engine.conftest import hf_greedy, random_prompt
 GREEDY = SamplingParams(max_new_tokens=12, ignore_eos=True)
 
 
-def make_engine(folder, **config) -> Engine:
-    config.setdefault("block_size", 4)
-    config.setdefault("num_kv_blocks", 512)
-    return Engine.from_pretrained(str(folder), EngineConfig(**config))
+@pytest.fixture(params=["sdpa", "numba"])
+def make_engine(request):
+    """Build an engine over a tiny model directory; every case runs on both CPU attention paths."""
+
+    def build(folder, **config) -> Engine:
+        config.setdefault("block_size", 4)
+        config.setdefault("num_kv_blocks", 512)
+        config.setdefault("attention_backend", request.param)
+        return Engine.from_pretrained(str(folder), EngineConfig(**config))
+
+    return build
 
 
 def run_all(engine: Engine, prompts: list[list[int]], sampling=GREEDY) -> list[list[int]]:
@@ -29,14 +36,14 @@ def run_all(engine: Engine, prompts: list[list[int]], sampling=GREEDY) -> list[l
     return [r.output_token_ids for r in requests]
 
 
-def test_one_prompt_matches_hf(tiny_llama):
+def test_one_prompt_matches_hf(tiny_llama, make_engine):
     folder, hf = tiny_llama
     prompt = random_prompt(23, seed=1)
     engine = make_engine(folder)
     assert run_all(engine, [prompt]) == [hf_greedy(hf, prompt, 12, None)]
 
 
-def test_stops_at_eos_like_hf(tiny_llama):
+def test_stops_at_eos_like_hf(tiny_llama, make_engine):
     folder, hf = tiny_llama
     engine = make_engine(folder)
     eos = sorted(engine.stop_token_ids)
@@ -47,7 +54,7 @@ def test_stops_at_eos_like_hf(tiny_llama):
 
 
 @pytest.mark.parametrize("token_budget", [2048, 24])
-def test_sixteen_prompts_batched_match_hf(tiny_llama, token_budget):
+def test_sixteen_prompts_batched_match_hf(tiny_llama, make_engine, token_budget):
     folder, hf = tiny_llama
     prompts = [random_prompt(3 + 4 * i, seed=100 + i) for i in range(16)]
     engine = make_engine(folder, max_num_batched_tokens=token_budget)
@@ -58,13 +65,13 @@ def test_sixteen_prompts_batched_match_hf(tiny_llama, token_budget):
     assert engine.counters.forward_steps < 16 * 13, "sequences were not batched together"
 
 
-def test_qwen2_batched_matches_hf(tiny_qwen2):
+def test_qwen2_batched_matches_hf(tiny_qwen2, make_engine):
     folder, hf = tiny_qwen2
     prompts = [random_prompt(5 + 7 * i, seed=200 + i) for i in range(6)]
     assert run_all(make_engine(folder), prompts) == [hf_greedy(hf, p, 12, None) for p in prompts]
 
 
-def test_six_turn_session_continues_from_cache(tiny_llama):
+def test_six_turn_session_continues_from_cache(tiny_llama, make_engine):
     folder, hf = tiny_llama
     engine = make_engine(folder)
     session = engine.open_session()
@@ -80,7 +87,7 @@ def test_six_turn_session_continues_from_cache(tiny_llama):
     assert session.counters.history_tokens_cached == session.counters.history_tokens - 5
 
 
-def test_sessions_share_a_prefix(tiny_llama):
+def test_sessions_share_a_prefix(tiny_llama, make_engine):
     folder, hf = tiny_llama
     engine = make_engine(folder)
     prefix = random_prompt(42, seed=400)
@@ -101,7 +108,7 @@ def test_sessions_share_a_prefix(tiny_llama):
     assert all(t == tables[0] for t in tables)
 
 
-def test_prefix_reuse_respects_extra_key(tiny_llama):
+def test_prefix_reuse_respects_extra_key(tiny_llama, make_engine):
     """Equal token ids with different image hashes must not share KV blocks."""
     from models.base import MultimodalItem, Segment
 
@@ -123,7 +130,7 @@ def test_prefix_reuse_respects_extra_key(tiny_llama):
     del Segment
 
 
-def test_eviction_and_preemption_keep_outputs_exact(tiny_llama):
+def test_eviction_and_preemption_keep_outputs_exact(tiny_llama, make_engine):
     folder, hf = tiny_llama
     # 30 blocks x 4 tokens = 120 tokens of KV for 6 sessions that grow to ~70 tokens each
     engine = make_engine(folder, num_kv_blocks=30, max_num_batched_tokens=32)

@@ -1,0 +1,299 @@
+"""The engine benchmark: an agent-like workload run by Dossier's engine and by a naive loop.
+
+Workload (seeded): S sessions x T turns. Turn 1 appends a system prompt with a tool
+schema (identical in every session) and a question; each later turn appends ~N tokens
+of tool output (page text). Every turn generates a fixed number of tokens (greedy, stop
+tokens masked until then) so both sides do the same work.
+
+- Dossier: all sessions in one engine; each turn appends to every session, submits
+  all, and steps until all finish (what the rollout runner does with instant tools).
+- Naive (the peer): for each session, each turn calls Hugging Face `generate` on the
+  whole history, as a stateless HTTP client of a serving engine would.
+- vLLM (optional, GPU): the same histories through `vllm.LLM` with prefix caching.
+
+Shared by `dossier bench engine` and `benchmarks/bench_engine.py`.
+"""
+
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from engine.config import EngineConfig
+from engine.llm_engine import Engine
+from engine.sampling_params import SamplingParams
+
+__all__ = ["Workload", "run_benchmark"]
+
+SYSTEM_PROMPT = (
+    "You are a document agent. You answer questions about a collection of PDF reports by calling tools. "
+    "Reply with exactly one JSON tool call per turn.\n\nTools:\n"
+    '{"name": "search", "description": "BM25 search over the pages of every document", '
+    '"parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}\n'
+    '{"name": "view_page", "description": "Read the text of one page", "parameters": {"type": "object", '
+    '"properties": {"document": {"type": "string"}, "page": {"type": "integer", "minimum": 1}}, '
+    '"required": ["document", "page"]}}\n'
+    '{"name": "answer", "description": "Give the final answer with the pages that support it", '
+    '"parameters": {"type": "object", "properties": {"answer": {"type": "string"}, "citations": {"type": "array", '
+    '"items": {"type": "object", "properties": {"document": {"type": "string"}, "page": {"type": "integer"}}}}}, '
+    '"required": ["answer", "citations"]}}'
+)
+WORDS = (
+    "revenue income operating net profit margin segment quarter fiscal year million billion total assets liabilities "
+    "equity cash flow dividend share earnings growth decline compared increase decrease percent report annual "
+    "company subsidiary market customers products services cost expenses tax interest debt capital investment "
+    "risk management board directors audit statement balance sheet note table page figure region europe asia "
+    "america sales volume price guidance outlook strategy acquisition"
+).split()
+
+
+@dataclass(slots=True)
+class Workload:
+    sessions: int = 32  # concurrent agent episodes
+    turns: int = 6  # model calls per episode
+    tool_tokens: int = 300  # tokens of tool output appended before every turn after the first
+    new_tokens: int = 30  # tokens generated per turn (fixed)
+    seed: int = 0
+
+
+def build_plan(engine: Engine, workload: Workload) -> list[list[list[tuple]]]:
+    """Per session, per turn, the appends before generating: ("message", role, text), ("prompt",) or ("tokens", ids)."""
+    rng = random.Random(workload.seed)
+    vocab = engine.adapter.shape.vocab_size
+    processor = engine.processor
+    shared_prefix = [rng.randrange(10, vocab) for _ in range(256)]
+    plan = []
+    for session in range(workload.sessions):
+        turns = []
+        for turn in range(workload.turns):
+            if processor is None:  # no tokenizer (random-weight shapes): token ids only
+                ids = shared_prefix + [rng.randrange(10, vocab) for _ in range(32)] if turn == 0 else \
+                    [rng.randrange(10, vocab) for _ in range(workload.tool_tokens)]
+                turns.append([("tokens", ids)])
+            elif turn == 0:
+                question = f"Question {session}: what was the total {rng.choice(WORDS)} of the company in {2010 + session % 14}?"
+                turns.append([("message", "system", SYSTEM_PROMPT), ("message", "user", question), ("prompt",)])
+            else:
+                turns.append([("message", "tool", _page_text(processor, rng, workload.tool_tokens)), ("prompt",)])
+        plan.append(turns)
+    return plan
+
+
+def _page_text(processor, rng: random.Random, tokens: int) -> str:
+    words: list[str] = [f"Page {rng.randrange(1, 200)} of report-{rng.randrange(100)}.pdf:"]
+    while len(processor.encode(" ".join(words))) < tokens:
+        words.extend(rng.choice(WORDS) if rng.random() > 0.15 else f"{rng.randrange(10, 9999)}" for _ in range(10))
+    return " ".join(words)
+
+
+def _sampling(workload: Workload) -> SamplingParams:
+    return SamplingParams(max_new_tokens=workload.new_tokens, min_new_tokens=workload.new_tokens)
+
+
+def run_engine(engine: Engine, workload: Workload, plan) -> tuple[list[list[list[int]]], float]:
+    """Run the plan with all sessions batched; return (outputs[session][turn], seconds)."""
+    sessions = [engine.open_session() for _ in range(workload.sessions)]
+    outputs: list[list[list[int]]] = [[] for _ in sessions]
+    started = time.perf_counter()
+    for turn in range(workload.turns):
+        requests = []
+        for session, steps in zip(sessions, plan):
+            for op in steps[turn]:
+                if op[0] == "message":
+                    session.append_message(op[1], op[2])
+                elif op[0] == "prompt":
+                    session.append_generation_prompt()
+                else:
+                    session.append(op[1])
+            requests.append(engine.submit(session, _sampling(workload)))
+        engine.run_until_idle()
+        for i, request in enumerate(requests):
+            outputs[i].append(request.wait().output_token_ids)
+    elapsed = time.perf_counter() - started
+    for session in sessions:
+        session.close()
+    return outputs, elapsed
+
+
+def run_naive(hf_model, engine: Engine, workload: Workload, plan, sessions: int) -> tuple[list, float, int]:
+    """HF `generate` on each session's whole history, every turn; return (outputs, seconds, tokens re-sent)."""
+    processor = engine.processor
+    stops = sorted(engine.stop_token_ids) or None
+    device = next(hf_model.parameters()).device
+    outputs: list[list[list[int]]] = []
+    prefilled = 0
+    started = time.perf_counter()
+    for steps in plan[:sessions]:
+        history: list[int] = []
+        turn_start: int | None = None
+        session_outputs = []
+        for turn in range(workload.turns):
+            for op in steps[turn]:
+                if op[0] in ("message", "prompt") and turn_start is not None:
+                    history += processor.close_turn(history[turn_start:]).token_ids
+                    turn_start = None
+                if op[0] == "message":
+                    history += processor.render_message(op[1], op[2], first=not history).token_ids
+                elif op[0] == "prompt":
+                    history += processor.generation_prompt().token_ids
+                    turn_start = len(history)
+                else:
+                    history += op[1]
+            ids = torch.tensor([history], device=device)
+            prefilled += len(history)
+            with torch.inference_mode():
+                out = hf_model.generate(
+                    ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=workload.new_tokens,
+                    min_new_tokens=workload.new_tokens, eos_token_id=stops, pad_token_id=0,
+                )
+            generated = out[0, len(history):].tolist()
+            session_outputs.append(generated)
+            history += generated
+        outputs.append(session_outputs)
+    return outputs, time.perf_counter() - started, prefilled
+
+
+def hf_reference_model(model: str, engine: Engine):
+    """The peer: the same weights as a transformers model."""
+    from models.loading import SHAPES, resolve_model_dir
+
+    device = next(engine.adapter.parameters()).device
+    dtype = engine.adapter.dtype
+    if model in SHAPES:
+        from transformers import LlamaForCausalLM
+
+        with torch.device(device):
+            hf_model = LlamaForCausalLM(engine.adapter.config).to(dtype)
+        hf_model.load_state_dict(engine.adapter.hf_state_dict(), strict=False)
+        hf_model.tie_weights()
+        return hf_model.eval()
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(resolve_model_dir(model), dtype=dtype).to(device).eval()
+
+
+def run_benchmark(
+    model: str = "default",
+    workload: Workload | None = None,
+    config: EngineConfig | None = None,
+    naive_sessions: int | None = None,
+    with_vllm: bool = False,
+    progress=None,
+) -> dict:
+    """Run Dossier and the naive loop on the same workload; return the figures as a dict.
+
+    Args:
+        model: "default", a local model, or a shape name (random weights).
+        workload: sessions, turns, tokens per tool output and per reply.
+        config: engine configuration (defaults to EngineConfig()).
+        naive_sessions: run the naive loop on only this many sessions and scale its time
+            (its cost is linear in sessions); None runs all of them.
+        with_vllm: also run vLLM with prefix caching on the same histories (GPU, vllm installed).
+        progress: optional callable(str) told what runs now.
+    """
+    workload = workload or Workload()
+    say = progress or (lambda _msg: None)
+    say(f"loading {model}")
+    engine = Engine.from_pretrained(model, config or EngineConfig())
+    plan = build_plan(engine, workload)
+    say("warming up")
+    _warm_up(engine)
+    say(f"dossier engine: {workload.sessions} sessions x {workload.turns} turns")
+    before = engine.stats()["phases"]
+    ours, ours_s = run_engine(engine, workload, plan)
+    stats = engine.stats()
+    phases = {k: stats["phases"][k] - before[k] for k in before}
+    counters = stats["counters"]
+    measured = min(naive_sessions or workload.sessions, workload.sessions)
+    say(f"naive HF generate loop: {measured} sessions x {workload.turns} turns")
+    hf_model = hf_reference_model(model, engine)
+    _warm_up_hf(hf_model)
+    naive, naive_measured_s, naive_prefilled = run_naive(hf_model, engine, workload, plan, measured)
+    naive_s = naive_measured_s * workload.sessions / measured
+    result = {
+        "model": model,
+        "device": str(engine.runner.device),
+        "dtype": str(engine.runner.dtype).removeprefix("torch."),
+        "torch_threads": torch.get_num_threads(),
+        "workload": asdict(workload),
+        "dossier_s": round(ours_s, 3),
+        "naive_s": round(naive_s, 3),
+        "naive_sessions_measured": measured,
+        "speedup_vs_naive": round(naive_s / ours_s, 3),
+        "cache_reuse_fraction": round(counters["cache_reuse_fraction"], 4),
+        "prefill_tok_s": round(counters["tokens_prefilled"] / phases["prefill_time_s"], 1) if phases["prefill_time_s"] else None,
+        "decode_tok_s": round(phases["decode_tokens"] / phases["decode_time_s"], 1) if phases["decode_time_s"] else None,
+        "generated_tok_s": round(counters["tokens_generated"] / ours_s, 1),
+        "naive_generated_tok_s": round(measured * workload.turns * workload.new_tokens / naive_measured_s, 1),
+        "naive_tokens_prefilled": naive_prefilled,
+        "outputs_match": ours[:measured] == naive,
+        "sessions_matching": sum(a == b for a, b in zip(ours, naive)),
+        "counters": counters,
+        "phases": phases,
+        "kv_blocks_total": stats["kv_blocks_total"],
+        "preemptions": stats["preemptions"],
+        "attention_backend": stats["attention_backend"],
+    }
+    if with_vllm:
+        say("vLLM with prefix caching")
+        result.update(run_vllm(model, engine, workload, plan, ours_s))
+    return result
+
+
+def _warm_up(engine: Engine) -> None:
+    session = engine.open_session()
+    session.append([11] * 40)
+    session.generate(SamplingParams(max_new_tokens=4, ignore_eos=True))
+    session.close()
+
+
+def _warm_up_hf(hf_model) -> None:
+    device = next(hf_model.parameters()).device
+    ids = torch.full((1, 40), 11, device=device)
+    with torch.inference_mode():
+        hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False, pad_token_id=0)
+
+
+def run_vllm(model: str, engine: Engine, workload: Workload, plan, ours_s: float) -> dict:
+    """vLLM (prefix caching on) re-sent the whole histories each turn; GPU only. Untested on CPU machines."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return {"vllm": "not installed (pip install 'dossier[vllm]')"}
+    import tempfile
+
+    from vllm import LLM
+    from vllm import SamplingParams as VllmSampling
+    from vllm.inputs import TokensPrompt
+
+    from models.loading import SHAPES, resolve_model_dir
+
+    if model in SHAPES:
+        folder = tempfile.mkdtemp(prefix="dossier-vllm-")
+        hf_reference_model(model, engine).save_pretrained(folder)
+    else:
+        folder = str(resolve_model_dir(model))
+    llm = LLM(model=folder, enable_prefix_caching=True, skip_tokenizer_init=engine.processor is None,
+              dtype=str(engine.runner.dtype).removeprefix("torch."), gpu_memory_utilization=0.4)
+    params = VllmSampling(temperature=0.0, max_tokens=workload.new_tokens, min_tokens=workload.new_tokens,
+                          stop_token_ids=sorted(engine.stop_token_ids) or None, detokenize=False)
+    histories = [[] for _ in plan]
+    started = time.perf_counter()
+    processor = engine.processor
+    for turn in range(workload.turns):
+        for history, steps in zip(histories, plan):
+            for op in steps[turn]:
+                if op[0] == "message":
+                    history += processor.render_message(op[1], op[2], first=not history).token_ids
+                elif op[0] == "prompt":
+                    history += processor.generation_prompt().token_ids
+                else:
+                    history += op[1]
+        outs = llm.generate([TokensPrompt(prompt_token_ids=list(h)) for h in histories], params, use_tqdm=False)
+        for history, out in zip(histories, outs):
+            history += list(out.outputs[0].token_ids)
+            if processor is not None and turn + 1 < workload.turns:
+                history += processor.close_turn(list(out.outputs[0].token_ids)).token_ids
+    vllm_s = time.perf_counter() - started
+    return {"vllm_s": round(vllm_s, 3), "ratio_vs_vllm": round(vllm_s / ours_s, 3)}
