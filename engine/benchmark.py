@@ -220,6 +220,7 @@ def run_benchmark(
         "dossier_s": round(ours_s, 3),
         "naive_s": round(naive_s, 3),
         "naive_sessions_measured": measured,
+        "naive_measured_s": round(naive_measured_s, 3),
         "speedup_vs_naive": round(naive_s / ours_s, 3),
         "cache_reuse_fraction": round(counters["cache_reuse_fraction"], 4),
         "prefill_tok_s": round(counters["tokens_prefilled"] / phases["prefill_time_s"], 1) if phases["prefill_time_s"] else None,

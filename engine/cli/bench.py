@@ -1,10 +1,10 @@
 """`dossier bench ...`: benchmarks that run ours and a peer on the same input and print the ratio.
 
-Each benchmark is one command of the `bench` group below; add another with
-`@bench_app.command("name")` in this module (or in your own module, importing
-`bench_app`, as long as that module is imported before `register` runs).
+`dossier bench engine` lives here. Other benchmark modules add their commands to the same
+group: each exposes `register_bench(bench_app)` and is listed in `_EXTENSIONS` (one line).
 """
 
+import importlib
 import os
 from typing import Annotated
 
@@ -14,6 +14,9 @@ from engine.cli.chat import ModelOpt
 from engine.cli.options import FormatOpt, OutputFormat, emit_json
 
 __all__ = ["bench_app", "register"]
+
+# Modules whose `register_bench(bench_app)` adds commands to this group.
+_EXTENSIONS = ("engine.cli.bench_search",)
 
 bench_app = typer.Typer(
     name="bench",
@@ -30,8 +33,10 @@ def bench_engine(
     tool_tokens: Annotated[int, typer.Option(help="Tokens of tool output appended before each later turn.")] = 300,
     new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn (fixed).")] = 30,
     naive_sessions: Annotated[
-        int | None, typer.Option(help="Run the naive peer on only this many sessions and scale its time (linear).")
-    ] = None,
+        int,
+        typer.Option(help="Sessions the naive peer runs (it is sequential, so its time is linear in sessions and is "
+                     "scaled to all of them); 0 = all."),
+    ] = 4,
     threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB.")] = 4.0,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
@@ -45,7 +50,9 @@ def bench_engine(
     """Agent-like workload through Dossier's engine and through a naive HF `generate` loop.
 
     S sessions x T turns; each turn appends ~N tokens of tool output and generates a fixed
-    number of tokens. The naive loop re-sends every session's whole history each turn.
+    number of tokens. The naive loop re-sends every session's whole history each turn; it
+    runs sessions one after another, so by default it runs 4 of them and its time is scaled
+    to all (`--naive-sessions 0` runs every session; outputs_match covers those it ran).
 
     Example:
         $ dossier bench engine --sessions 32 --turns 6
@@ -66,7 +73,9 @@ def bench_engine(
     workload = Workload(sessions=sessions, turns=turns, tool_tokens=tool_tokens, new_tokens=new_tokens, seed=seed)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     load_before = os.getloadavg()[0]
-    result = run_benchmark(model, workload, config, naive_sessions=naive_sessions, with_vllm=vllm, progress=progress)
+    result = run_benchmark(
+        model, workload, config, naive_sessions=naive_sessions or None, with_vllm=vllm, progress=progress
+    )
     result["load_average"] = {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)}
     if fmt is OutputFormat.json:
         emit_json(result)
@@ -85,4 +94,6 @@ def bench_engine(
 
 
 def register(app: typer.Typer) -> None:
+    for name in _EXTENSIONS:
+        importlib.import_module(name).register_bench(bench_app)
     app.add_typer(bench_app, name="bench")
