@@ -14,7 +14,7 @@ import numpy as np
 
 from tools.ocr.layout import rows_of
 from tools.perception.page import PageView, Word
-from tools.perception.tables import _box, _phrases
+from tools.perception.cells import box_of, phrases_of
 
 __all__ = ["form_fields", "printed_pairs"]
 
@@ -49,7 +49,7 @@ def printed_pairs(view: PageView, words: list[Word]) -> list[dict]:
     height = float(np.median(boxes[:, 3] - boxes[:, 1]))
     pairs = []
     for row in rows_of(boxes, np.arange(len(words))):
-        phrases = _phrases([words[i] for i in row], height)
+        phrases = phrases_of([words[i] for i in row], height)
         for index, phrase in enumerate(phrases):
             text = " ".join(w.text for w in phrase)
             if text.endswith(":") and index + 1 < len(phrases):
@@ -68,6 +68,6 @@ def printed_pairs(view: PageView, words: list[Word]) -> list[dict]:
 
 
 def _pair(view: PageView, label: str, label_words: list[Word], value: str, value_words: list[Word]) -> dict:
-    return {"label": label.strip(), "value": value.strip(), "label_box": view.normalized(_box(label_words)),
-            "value_box": view.normalized(_box(value_words)), "source": "printed"}
+    return {"label": label.strip(), "value": value.strip(), "label_box": view.normalized(box_of(label_words)),
+            "value_box": view.normalized(box_of(value_words)), "source": "printed"}
 

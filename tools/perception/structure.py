@@ -8,7 +8,8 @@ from tools.errors import DossierError
 from tools.perception.context import PerceptionContext
 from tools.perception.forms import form_fields, printed_pairs
 from tools.perception.observation import Observation, parse_region
-from tools.perception.tables import ocr_tables, pdf_tables
+from tools.perception.tables_ocr import ocr_tables
+from tools.perception.tables_pdf import pdf_tables
 
 __all__ = ["structure_recovery", "KINDS"]
 
