@@ -14,8 +14,9 @@ score(query, page) = sum_i w_i * max_{j in page} <q_i, v_j>
   of equal length (no padding) the two agree; the parity tests check both.
 
 Backends: "reference" (colpali's einsum per page, fp32), "torch" (blocked: gather a group of
-pages, dequantize to fp32 in L2-sized blocks, one matmul, segment max; the (nq, vectors)
-similarity block never exceeds `block_vectors` columns), "triton" (`kernels/maxsim_triton.py`,
+pages, dequantize to fp32 in L2-sized blocks, one matmul, segment max; the similarity block
+never exceeds `block_vectors` rows; groups spread over our own threads, torch single-threaded
+in each), "triton" (`kernels/maxsim_triton.py`,
 fused: never materialises similarities), "auto" (triton on CUDA tensors, else torch).
 """
 
@@ -109,31 +110,31 @@ def _gather_rows(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return firsts + np.arange(total)
 
 
-def _maxsim_torch(query, vectors, offsets, page_ids, scales, query_weights, block_vectors: int) -> torch.Tensor:
-    q = query.float().contiguous()  # (nq, dim)
+def _groups(lengths: np.ndarray, block_vectors: int) -> list[tuple[int, int]]:
+    """Consecutive candidate ranges holding about block_vectors rows each (a page is never split)."""
+    groups = []
+    lo = 0
+    while lo < len(lengths):
+        hi, rows = lo + 1, int(lengths[lo])
+        while hi < len(lengths) and rows + lengths[hi] <= block_vectors:
+            rows += int(lengths[hi])
+            hi += 1
+        groups.append((lo, hi))
+        lo = hi
+    return groups
+
+
+def _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, width: int) -> None:
+    """Score candidate groups into `out`: (rows, nq) GEMM per group, then a per-page max."""
     nq, dim = q.shape
-    offsets_np = offsets.cpu().numpy().astype(np.int64)
-    ids = page_ids.cpu().numpy()
-    starts = offsets_np[ids]
-    lengths = offsets_np[ids + 1] - starts
-    out = torch.zeros(len(ids), dtype=torch.float32)
-    weights = None if query_weights is None else query_weights[None, :]  # (1, nq)
-    width = max(int(block_vectors), int(lengths.max()) if len(lengths) else 0)
-    # reused buffers: converting into warm memory is ~3x cheaper than allocating per block
+    # buffers reused across groups: converting into warm memory is ~3x cheaper than allocating
     convert = None if vectors.dtype == torch.float32 else torch.empty((width, dim), dtype=torch.float32)
     sims_buffer = torch.empty((width, nq), dtype=torch.float32)
     q_t = q.T  # (dim, nq): rows x queries is the faster GEMM orientation here (tall-skinny output)
-    group_start = 0
-    while group_start < len(ids):
-        # a group of consecutive candidates holding about block_vectors rows
-        group_end = group_start + 1
-        rows = int(lengths[group_start])
-        while group_end < len(ids) and rows + lengths[group_end] <= block_vectors:
-            rows += int(lengths[group_end])
-            group_end += 1
+    for group_start, group_end in groups:
         g_starts, g_lengths = starts[group_start:group_end], lengths[group_start:group_end]
+        rows = int(g_lengths.sum())
         if rows == 0:
-            group_start = group_end
             continue
         if np.all(g_starts[1:] == g_starts[:-1] + g_lengths[:-1]):  # contiguous pages: a slice, no gather
             first = int(g_starts[0])
@@ -162,12 +163,42 @@ def _maxsim_torch(query, vectors, offsets, page_ids, scales, query_weights, bloc
         if weights is not None:
             best = best * weights
         out[group_start:group_end] = best.sum(dim=1)
-        group_start = group_end
+
+
+def _maxsim_torch(query, vectors, offsets, page_ids, scales, query_weights, block_vectors: int,
+                  threads: int | None) -> torch.Tensor:
+    q = query.float().contiguous()  # (nq, dim)
+    offsets_np = offsets.cpu().numpy().astype(np.int64)
+    ids = page_ids.cpu().numpy()
+    starts = offsets_np[ids]
+    lengths = offsets_np[ids + 1] - starts
+    out = torch.zeros(len(ids), dtype=torch.float32)
+    weights = None if query_weights is None else query_weights[None, :]  # (1, nq)
+    groups = _groups(lengths, block_vectors)
+    width = max(int(block_vectors), int(lengths.max()) if len(lengths) else 0)
+    threads = min(threads or torch.get_num_threads(), len(groups))
+    if threads <= 1:
+        _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, width)
+        return out
+    # Our own threads, each running torch single-threaded on its share of the groups: one
+    # OpenMP team per small op would hit a barrier per op, and on a loaded machine every barrier
+    # waits for a descheduled thread. torch.set_num_threads is per thread, so the caller's
+    # setting is untouched; torch ops release the GIL.
+    from concurrent.futures import ThreadPoolExecutor
+
+    cuts = np.linspace(0, len(groups), threads + 1).astype(int)
+
+    def work(part: int) -> None:
+        torch.set_num_threads(1)
+        _score_groups(q, vectors, scales, weights, starts, lengths, groups[cuts[part]:cuts[part + 1]], out, width)
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(work, range(threads)))
     return out
 
 
 def maxsim(query, vectors, offsets, *, page_ids=None, scales=None, query_weights=None, backend: str = "auto",
-           block_vectors: int = 8192) -> torch.Tensor:
+           block_vectors: int = 8192, threads: int | None = None) -> torch.Tensor:
     """MaxSim scores of one query against the listed pages.
 
     Args:
@@ -179,6 +210,7 @@ def maxsim(query, vectors, offsets, *, page_ids=None, scales=None, query_weights
         query_weights: (nq,) weight of each query vector (default 1).
         backend: "auto", "reference", "torch" or "triton".
         block_vectors: CPU path: page rows per matmul block.
+        threads: CPU path: worker threads (default: torch.get_num_threads()).
 
     Returns:
         (m,) float32 scores, in page_ids order (on the vectors' device).
@@ -194,4 +226,4 @@ def maxsim(query, vectors, offsets, *, page_ids=None, scales=None, query_weights
         from .maxsim_triton import maxsim_triton
 
         return maxsim_triton(*checked)
-    return _maxsim_torch(*checked, block_vectors=block_vectors)
+    return _maxsim_torch(*checked, block_vectors=block_vectors, threads=threads)
