@@ -97,9 +97,11 @@ class PagedAttention:
         v_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, v)
         if self.backend == "flash_attn":
             return self._flash(q, k_cache, v_cache)
-        return self._sdpa(q, k_cache, v_cache)
+        return self._sdpa(q, k, v, k_cache, v_cache)
 
-    def _sdpa(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+    def _sdpa(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+    ) -> torch.Tensor:
         meta = self.meta
         tokens, heads, head_dim = q.shape
         kv_heads = k_cache.shape[2]
@@ -118,15 +120,19 @@ class PagedAttention:
         elif meta.decode_rows is not None:
             batch, max_blocks = meta.decode_block_tables.shape
             span = max_blocks * k_cache.shape[1]
-            keys = k_cache[meta.decode_block_tables].view(batch, span, kv_heads, head_dim).transpose(1, 2)
-            values = v_cache[meta.decode_block_tables].view(batch, span, kv_heads, head_dim).transpose(1, 2)
+            flat_tables = meta.decode_block_tables.flatten()
+            keys = k_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
+            values = v_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
             queries = q[meta.decode_rows].view(batch, kv_heads, group, head_dim)  # query heads grouped per KV head
             attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask)
             out[meta.decode_rows] = attended.reshape(batch, heads, head_dim)
         for span in meta.prefills:
             rows = slice(span.token_start, span.token_start + span.length)
-            keys = k_cache[span.block_table].flatten(0, 1)[: span.kv_len].transpose(0, 1)  # (kv_heads, kv_len, D)
-            values = v_cache[span.block_table].flatten(0, 1)[: span.kv_len].transpose(0, 1)
+            if span.mask is None:  # the chunk is the whole context: its fresh K/V are all there is
+                keys, values = k[rows].transpose(0, 1), v[rows].transpose(0, 1)  # (kv_heads, kv_len, D)
+            else:
+                keys = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
+                values = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
             queries = q[rows].transpose(0, 1)  # (heads, length, D)
             attended = F.scaled_dot_product_attention(
                 queries.unsqueeze(0),

@@ -91,7 +91,7 @@ def _sampling(workload: Workload) -> SamplingParams:
     return SamplingParams(max_new_tokens=workload.new_tokens, min_new_tokens=workload.new_tokens)
 
 
-def run_engine(engine: Engine, workload: Workload, plan) -> tuple[list[list[list[int]]], float]:
+def run_engine(engine: Engine, workload: Workload, plan, say=lambda _msg: None) -> tuple[list[list[list[int]]], float]:
     """Run the plan with all sessions batched; return (outputs[session][turn], seconds)."""
     sessions = [engine.open_session() for _ in range(workload.sessions)]
     outputs: list[list[list[int]]] = [[] for _ in sessions]
@@ -110,13 +110,16 @@ def run_engine(engine: Engine, workload: Workload, plan) -> tuple[list[list[list
         engine.run_until_idle()
         for i, request in enumerate(requests):
             outputs[i].append(request.wait().output_token_ids)
+        say(f"  turn {turn + 1}/{workload.turns} done at {time.perf_counter() - started:.1f} s")
     elapsed = time.perf_counter() - started
     for session in sessions:
         session.close()
     return outputs, elapsed
 
 
-def run_naive(hf_model, engine: Engine, workload: Workload, plan, sessions: int) -> tuple[list, float, int]:
+def run_naive(
+    hf_model, engine: Engine, workload: Workload, plan, sessions: int, say=lambda _msg: None
+) -> tuple[list, float, int]:
     """HF `generate` on each session's whole history, every turn; return (outputs, seconds, tokens re-sent)."""
     processor = engine.processor
     stops = sorted(engine.stop_token_ids) or None
@@ -151,6 +154,7 @@ def run_naive(hf_model, engine: Engine, workload: Workload, plan, sessions: int)
             session_outputs.append(generated)
             history += generated
         outputs.append(session_outputs)
+        say(f"  session {len(outputs)}/{sessions} done at {time.perf_counter() - started:.1f} s")
     return outputs, time.perf_counter() - started, prefilled
 
 
@@ -165,7 +169,8 @@ def hf_reference_model(model: str, engine: Engine):
 
         with torch.device(device):
             hf_model = LlamaForCausalLM(engine.adapter.config).to(dtype)
-        hf_model.load_state_dict(engine.adapter.hf_state_dict(), strict=False)
+        missing, unexpected = hf_model.load_state_dict(engine.adapter.hf_state_dict(), strict=False)
+        assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
         hf_model.tie_weights()
         return hf_model.eval()
     from transformers import AutoModelForCausalLM
@@ -201,15 +206,19 @@ def run_benchmark(
     _warm_up(engine)
     say(f"dossier engine: {workload.sessions} sessions x {workload.turns} turns")
     before = engine.stats()["phases"]
-    ours, ours_s = run_engine(engine, workload, plan)
+    ours, ours_s = run_engine(engine, workload, plan, say)
     stats = engine.stats()
     phases = {k: stats["phases"][k] - before[k] for k in before}
     counters = stats["counters"]
     measured = min(naive_sessions or workload.sessions, workload.sessions)
     say(f"naive HF generate loop: {measured} sessions x {workload.turns} turns")
+    if progress is None:  # machine-readable runs show no progress bars
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     hf_model = hf_reference_model(model, engine)
     _warm_up_hf(hf_model)
-    naive, naive_measured_s, naive_prefilled = run_naive(hf_model, engine, workload, plan, measured)
+    naive, naive_measured_s, naive_prefilled = run_naive(hf_model, engine, workload, plan, measured, say)
     naive_s = naive_measured_s * workload.sessions / measured
     result = {
         "model": model,
@@ -243,15 +252,19 @@ def run_benchmark(
 
 
 def _warm_up(engine: Engine) -> None:
-    session = engine.open_session()
-    session.append([11] * 40)
-    session.generate(SamplingParams(max_new_tokens=4, ignore_eos=True))
-    session.close()
+    """A prefill and a batched decode of realistic sizes, so one-time costs (allocator, kernels) are paid."""
+    sessions = [engine.open_session() for _ in range(2)]
+    for i, session in enumerate(sessions):
+        session.append([11 + i] * 600)
+        engine.submit(session, SamplingParams(max_new_tokens=4, ignore_eos=True))
+    engine.run_until_idle()
+    for session in sessions:
+        session.close()
 
 
 def _warm_up_hf(hf_model) -> None:
     device = next(hf_model.parameters()).device
-    ids = torch.full((1, 40), 11, device=device)
+    ids = torch.full((1, 600), 11, device=device)
     with torch.inference_mode():
         hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False, pad_token_id=0)
 

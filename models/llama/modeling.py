@@ -59,12 +59,11 @@ class LlamaLayer(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attention: AttentionFn) -> torch.Tensor:
         tokens = x.shape[0]
         qkv = self.qkv_proj(self.input_layernorm(x))  # (tokens, (heads + 2 kv_heads) * head_dim)
-        q, k, v = qkv.split([self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], -1)
-        q = q.view(tokens, self.heads, self.head_dim)
-        k = k.view(tokens, self.kv_heads, self.head_dim)
+        qk, v = qkv.split([(self.heads + self.kv_heads) * self.head_dim, self.kv_heads * self.head_dim], -1)
+        qk = qk.view(tokens, self.heads + self.kv_heads, self.head_dim)
+        qk = qk * cos + rotate_half(qk) * sin  # q and k rotated together; cos/sin (tokens, 1, head_dim)
+        q, k = qk.split([self.heads, self.kv_heads], 1)
         v = v.view(tokens, self.kv_heads, self.head_dim)
-        q = q * cos + rotate_half(q) * sin  # cos/sin (tokens, 1, head_dim) broadcast over heads
-        k = k * cos + rotate_half(k) * sin
         attended = attention(self.index, q, k, v)  # (tokens, heads, head_dim)
         x = x + self.o_proj(attended.reshape(tokens, self.heads * self.head_dim))
         gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).split(self.intermediate, -1)
