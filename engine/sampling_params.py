@@ -64,7 +64,8 @@ class SamplingParams:
     def structure(self) -> tuple[str, str] | None:
         """(kind, text) of the structured-output constraint, or None."""
         if self.json_schema is not None:
-            text = self.json_schema if isinstance(self.json_schema, str) else json.dumps(self.json_schema, sort_keys=True)
+            # key order is meaningful: xgrammar emits object properties in schema order
+            text = self.json_schema if isinstance(self.json_schema, str) else json.dumps(self.json_schema)
             return ("json_schema", text)
         if self.regex is not None:
             return ("regex", self.regex)

@@ -60,3 +60,19 @@ def test_all_files_bad_exits_1(tmp_path):
     (tmp_path / "bad.pdf").write_bytes(b"nope")
     result = runner.invoke(app, ["ingest", str(tmp_path / "bad.pdf"), "--corpus", str(tmp_path / "c")])
     assert result.exit_code == 1 and "not a PDF" in result.output
+
+
+def test_late_rerank_through_index_search_and_retrieval_eval(tmp_path):
+    _ok(["sample", "--out", str(tmp_path / "s")])
+    _ok(["ingest", str(tmp_path / "s" / "pdfs"), "--corpus", str(tmp_path / "c"), "--ocr", "none"])
+    built = json.loads(_ok(["index", "--corpus", str(tmp_path / "c"), "--late", "minilm", "--format", "json"]))
+    assert built["late"]["pages"] == built["pages"] == 14 and built["late"]["dtype"] == "int8"
+    hits = json.loads(_ok(["search", "--corpus", str(tmp_path / "c"), "spaghetti OR chowder", "--rerank", "late",
+                           "--format", "json"]))
+    assert hits and hits[0]["document"] == "harbor-cafe-menu"
+    plain = json.loads(_ok(["retrieval-eval", "--corpus", str(tmp_path / "c"), "--questions",
+                            str(tmp_path / "s" / "questions.jsonl"), "--format", "json"]))
+    late = json.loads(_ok(["retrieval-eval", "--corpus", str(tmp_path / "c"), "--questions",
+                           str(tmp_path / "s" / "questions.jsonl"), "--rerank", "late", "--format", "json"]))
+    assert late["rerank"] == "late" and late["questions"] == plain["questions"] == 20
+    assert late["doc_hit"] >= 0.8  # the reranker reorders BM25's candidates; it must not lose them

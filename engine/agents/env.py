@@ -48,12 +48,20 @@ class AgentEnv:
         corpus: the corpus directory (ingested and indexed).
         page_chars: characters of text shown per page.
         search_mode: "boolean" (MADQA's query language) or "bag" (free text).
+        rerank: "none", or "late" to rerank BM25's candidates by late interaction (HEAVEN).
+        late_model: the late-interaction model whose embeddings `dossier index --late` built.
     """
 
-    def __init__(self, corpus: str | Path, page_chars: int = 1500, search_mode: str = "boolean"):
+    def __init__(self, corpus: str | Path, page_chars: int = 1500, search_mode: str = "boolean",
+                 rerank: str = "none", late_model: str = "minilm"):
         from tools.search import Searcher
 
         self.searcher = Searcher(corpus)
+        self.reranker = None
+        if rerank == "late":
+            from tools.late import LateReranker
+
+            self.reranker = LateReranker.open(corpus, late_model)
         self.store = self.searcher.store
         self.page_chars = page_chars
         self.search_mode = search_mode
@@ -68,7 +76,12 @@ class AgentEnv:
         mode = mode or self.search_mode
         try:
             node = self.searcher.parse(query, mode)
-            hits = self.searcher.search(query, k=k, mode=mode, snippets=False)
+            if self.reranker is not None:
+                from tools.late import late_search_hits
+
+                hits = late_search_hits(self.searcher, self.reranker, query, k, mode=mode, snippets=False)
+            else:
+                hits = self.searcher.search(query, k=k, mode=mode, snippets=False)
         except DossierError as err:
             return [], str(err)
         from tools.search.searcher import positive_tokens

@@ -15,11 +15,12 @@ You answer questions about a collection of PDF documents. The answer is in the d
 find it with the search tool, read the pages it returns, then answer.
 
 Reply with exactly one JSON object per turn, one of:
-{"tool": "search", "query": "<keywords>"}
+{"tool": "search", "query": "gross margin 2015"}
   Searches every page and returns the {k} best pages. Words are combined with AND; \
 you may use OR, NOT, "exact phrases" and wildcards such as revenu*.
-{"tool": "answer", "answer": ["<answer>"], "citations": [{"document": "<document id>", "page": <page number>}]}
-  Gives your final answer and the pages it comes from. This ends the task.
+{"tool": "answer", "answer": ["$7,345 million"], "citations": [{"document": "annual-report-2015", "page": 12}]}
+  Gives your final answer and the pages it comes from (document ids as shown after File:). \
+This ends the task.
 
 How to work:
 - Search with a few distinctive keywords from the question, not the whole question.
@@ -31,14 +32,14 @@ scale, a name, a date). No full sentences. For a list, give one item per element
 
 READER_SYSTEM = """\
 You answer a question about PDF documents from the pages you are shown. The answer is in them.
-Reply with one JSON object: {"tool": "answer", "answer": ["<answer>"], "citations": \
-[{"document": "<document id>", "page": <page number>}]}.
+Reply with one JSON object, for example {"tool": "answer", "answer": ["$7,345 million"], "citations": \
+[{"document": "annual-report-2015", "page": 12}]} (document ids as shown after File:).
 Answer with as few words as possible, copied from the pages; no full sentences. For a list, \
 give one item per element. Cite each page you used once."""
 
 CLOSED_BOOK_SYSTEM = """\
 You answer a question about a company or organisation document without seeing the document.
-Reply with one JSON object: {"tool": "answer", "answer": ["<answer>"], "citations": []}.
+Reply with one JSON object, for example {"tool": "answer", "answer": ["$7,345 million"], "citations": []}.
 Answer with as few words as possible; no full sentences. Give your best guess."""
 
 NO_HITS = "No pages match this query. Try fewer words, synonyms, OR between alternatives, or a wildcard."

@@ -17,9 +17,11 @@ from engine.datasets.formats import Evidence
 
 __all__ = ["SearchCall", "AnswerCall", "Malformed", "tool_call_schema", "parse_tool_call", "MAX_QUERY_CHARS"]
 
-MAX_QUERY_CHARS = 200
-MAX_ANSWER_CHARS = 200
-MAX_ITEMS = 8
+# Bounds in the schema keep a weak model from looping inside a string or a list until the
+# token limit cuts the call off (SmolLM2 repeats list items endlessly without them).
+MAX_QUERY_CHARS = 100
+MAX_ANSWER_CHARS = 100
+MAX_ITEMS = 5
 
 
 @dataclass(slots=True, frozen=True)

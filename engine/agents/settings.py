@@ -23,6 +23,8 @@ class AgentSettings:
     structured: bool = True  # constrain every turn to the tool-call JSON schema (xgrammar)
     cite_known_documents: bool = True  # the schema only admits document ids of the corpus
     search_mode: str = "boolean"  # "boolean": MADQA's query language; "bag": free text, words OR-ed
+    rerank: str = "none"  # "none", or "late": HEAVEN-style late-interaction rerank of the BM25 candidates
+    late_model: str = "minilm"  # late-interaction model (needs `dossier index --late MODEL`)
     message_role: str = "user"  # role of tool observations in the chat ("user" suits small models)
     system_prompt: str | None = None  # None: the built-in MADQA-style guidance (engine/agents/prompts.py)
     seed: int = 0  # sampling seed; greedy decoding ignores it
@@ -39,6 +41,8 @@ class AgentSettings:
             raise DossierError(f"page_chars must be at least 100 (got {self.page_chars})")
         if self.search_mode not in ("boolean", "bag"):
             raise DossierError(f"search_mode must be 'boolean' or 'bag' (got {self.search_mode!r})")
+        if self.rerank not in ("none", "late"):
+            raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
         if self.max_new_tokens < 16:
             raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
 

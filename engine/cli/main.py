@@ -47,6 +47,7 @@ def main() -> None:
 
     logging.basicConfig(level=os.environ.get("DOSSIER_LOG", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bars
     try:
         app()
     except (DossierError, FileNotFoundError, PermissionError) as err:

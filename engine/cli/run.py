@@ -61,7 +61,9 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
         raise DossierError(f"{questions} has no usable questions")
     if agent != "closed-book" and corpus is None:
         raise DossierError(f"agent {agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
-    env = AgentEnv(corpus, settings.page_chars, settings.search_mode) if corpus is not None else None
+    env = None
+    if corpus is not None:
+        env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
     config = EngineConfig(**engine_kwargs)
     meta = _metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
     _check_resume(out, meta)
@@ -112,6 +114,8 @@ def run_cmd(
     page_chars: Annotated[int, typer.Option(help="Characters of page text shown per hit.")] = 1500,
     max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn.")] = 160,
     search_mode: Annotated[str, typer.Option(help="boolean (MADQA's query language) or bag (free text).")] = "boolean",
+    rerank: Annotated[str, typer.Option(help="none, or late: rerank search hits by late interaction "
+                                             "(needs `dossier index --late`).")] = "none",
     structured: Annotated[bool, typer.Option(help="Constrain turns to the tool-call JSON schema.")] = True,
     seed: Annotated[int, typer.Option(help="Sampling seed (greedy decoding ignores it).")] = 0,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
@@ -133,7 +137,7 @@ def run_cmd(
         score it: dossier eval runs/bm25
     """
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
-                           search_mode=search_mode, structured=structured, seed=seed)
+                           search_mode=search_mode, rerank=rerank, structured=structured, seed=seed)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device)
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human)

@@ -13,19 +13,49 @@ __all__ = ["register"]
 
 KOpt = Annotated[int, typer.Option("-k", "--k", help="Number of pages to return.")]
 ModeOpt = Annotated[str, typer.Option("--mode", help="boolean: the query language; bag: free text, words OR-ed.")]
+RerankOpt = Annotated[str, typer.Option("--rerank", help="none, or late: HEAVEN-style late-interaction rerank "
+                                                          "of the BM25 candidates (needs `dossier index --late`).")]
+LateModelOpt = Annotated[str, typer.Option("--late-model", help="Late-interaction model: minilm or a "
+                                                                "ColQwen/ColPali checkpoint directory.")]
+
+
+def _ranker(corpus: Path, rerank: str, late_model: str):
+    """A function (query, k, document, mode, snippets) -> hits, with or without the late reranker."""
+    from tools.errors import DossierError
+    from tools.search import Searcher
+
+    searcher = Searcher(corpus)
+    if rerank == "none":
+        return searcher, lambda q, k, doc, mode, snip: searcher.search(q, k=k, document=doc, mode=mode, snippets=snip)
+    if rerank != "late":
+        raise DossierError(f"--rerank {rerank!r} is not one of none, late")
+    from tools.late import LateReranker, late_search_hits
+
+    reranker = LateReranker.open(corpus, late_model)
+    return searcher, lambda q, k, doc, mode, snip: late_search_hits(searcher, reranker, q, k, mode=mode, document=doc,
+                                                                    snippets=snip)
 
 
 def index_cmd(
     corpus: CorpusOpt,
     k1: Annotated[float, typer.Option(help="BM25 term-frequency saturation.")] = 1.5,
     b: Annotated[float, typer.Option(help="BM25 length normalisation.")] = 0.75,
+    late: Annotated[str | None, typer.Option(help="Also build late-interaction page embeddings with this model: "
+                                                  "minilm, or a ColQwen/ColPali checkpoint directory.")] = None,
+    late_dtype: Annotated[str, typer.Option(help="Storage of the late embeddings: int8 or float16.")] = "int8",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Build the BM25 + positional index of a corpus (written to CORPUS/index, memory-mapped on load).
 
+    With --late MODEL it also encodes every page into multi-vector embeddings (CORPUS/late/),
+    used by `dossier search --rerank late`; an interrupted encoding resumes where it stopped.
+
     Example:
         $ dossier index --corpus corpus
         indexed 7084 pages (45241 words, 2680542 tokens) in 4.9 s
+        $ dossier index --corpus corpus --late minilm
+        indexed 14 pages (208 words, 346 tokens) in 0.0 s
+        late embeddings (minilm, int8): 14 pages, 380 vectors, 0.1 MB in 0.6 s
     """
     from tools.corpus import CorpusStore
     from tools.search import BM25Params, build_index
@@ -34,18 +64,34 @@ def index_cmd(
     params = BM25Params(k1=k1, b=b)
     if fmt is OutputFormat.json:
         stats = build_index(store, params)
-        emit_json({k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()})
+        if late:
+            from tools.late import build_late_index
+
+            stats["late"] = build_late_index(corpus, late, dtype=late_dtype)
+        emit_json(stats)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from engine.cli.corpus import _stderr_console
 
-    with Progress(TextColumn("index"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"), TimeElapsedColumn(),
-                  transient=True, console=_stderr_console()) as bar:
+    def bar_for(label: str):
+        return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("pages"), TimeElapsedColumn(),
+                        transient=True, console=_stderr_console())
+
+    with bar_for("index") as bar:
         task = bar.add_task("index", total=None)
         stats = build_index(store, params, lambda done, total: bar.update(task, completed=done, total=total))
     typer.echo(f"indexed {stats['pages']} pages ({stats['vocabulary']} words, {stats['tokens']} tokens) "
                f"in {stats['seconds']:.1f} s")
+    if late:
+        from tools.late import build_late_index
+
+        with bar_for(f"late {late}") as bar:
+            task = bar.add_task("late", total=None)
+            info = build_late_index(corpus, late, dtype=late_dtype,
+                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
+        typer.echo(f"late embeddings ({info['encoder']}, {info['dtype']}): {info['pages']} pages, {info['vectors']} "
+                   f"vectors, {info['bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
 
 
 def search_cmd(
@@ -54,26 +100,27 @@ def search_cmd(
     k: KOpt = 5,
     document: Annotated[str | None, typer.Option(help="Only search this document (its id).")] = None,
     mode: ModeOpt = "boolean",
+    rerank: RerankOpt = "none",
+    late_model: LateModelOpt = "minilm",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Search pages with BM25 and the Whoosh query language MADQA's agents used.
 
     Terms are AND-ed by default; OR, NOT (upper case) and parentheses combine them;
     "quoted phrases" match words in order ("a b"~N allows N words between); * and ? are
-    wildcards. Numbers match however they are written ($1,577.00 = 1577).
+    wildcards. Numbers match however they are written ($1,577.00 = 1577). --rerank late
+    reranks the BM25 candidates by late interaction (HEAVEN's two stages).
 
     Example:
         $ dossier search --corpus corpus '"capital expenditure" 2018' -k 2
         1. 3M_2018_10K p.60  score 7.41
            … Purchases of property, plant and equipment … **capital** **expenditure** …
     """
-    from tools.search import Searcher
-
-    searcher = Searcher(corpus)
+    searcher, rank = _ranker(corpus, rerank, late_model)
     if searcher.stale:
         typer.secho("warning: the corpus changed since it was indexed; run `dossier index` to refresh", err=True,
                     fg=typer.colors.YELLOW)
-    hits = searcher.search(query, k=k, document=document, mode=mode)
+    hits = rank(query, k, document, mode, True)
     if fmt is OutputFormat.json:
         emit_json([h.to_json() for h in hits])
         return
@@ -89,6 +136,8 @@ def retrieval_eval_cmd(
     questions: Annotated[Path, typer.Option(help="Canonical question file (JSONL) with gold evidence pages.")],
     k: KOpt = 5,
     mode: ModeOpt = "bag",
+    rerank: RerankOpt = "none",
+    late_model: LateModelOpt = "minilm",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Measure retrieval: each question's text is the query; recall@k and MRR against gold pages.
@@ -104,23 +153,22 @@ def retrieval_eval_cmd(
         page_recall 0.190   page_hit 0.200   doc_recall 0.740   doc_hit 0.740   mrr 0.125
     """
     from engine.datasets import load_questions
-    from tools.search import Searcher
     from tools.search.metrics import aggregate
 
     items, errors = load_questions(questions)
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
-    searcher = Searcher(corpus)
+    _searcher, rank = _ranker(corpus, rerank, late_model)
     rows = []
     for q in items:
-        hits = searcher.search(q.question, k=k, mode=mode, snippets=False)
+        hits = rank(q.question, k, None, mode, False)
         rows.append((q.id, [(h.document, h.page) for h in hits], [(e.document, e.page) for e in q.evidence]))
     scores = aggregate(rows)
-    report = scores.to_json(k) | {"mode": mode, "skipped_lines": len(errors)}
+    report = scores.to_json(k) | {"mode": mode, "rerank": rerank, "skipped_lines": len(errors)}
     if fmt is OutputFormat.json:
         emit_json(report)
         return
-    typer.echo(f"questions {scores.questions} (k={k}, mode={mode})"
+    typer.echo(f"questions {scores.questions} (k={k}, mode={mode}, rerank={rerank})"
                + (f"; {scores.skipped} without gold evidence skipped" if scores.skipped else ""))
     typer.echo("   ".join(f"{key} {report[key]:.3f}" for key in ("page_recall", "page_hit", "doc_recall", "doc_hit", "mrr")))
 

@@ -138,3 +138,14 @@ def test_context_limit_forces_an_answer_then_gives_up(tmp_path):
     assert summary.reasons == {"context_exhausted": 1}
     preds, _ = load_predictions(tmp_path / "run" / "predictions.jsonl")
     assert preds[0].answer == NO_ANSWER and preds[0].extra["finish"] == "context_exhausted"
+
+
+def test_agent_search_can_use_the_late_reranker(tmp_path):
+    from tools.late import build_late_index
+
+    corpus = build_corpus(tmp_path / "c")
+    build_late_index(corpus, "minilm")
+    env = AgentEnv(corpus, rerank="late")
+    hits, error = env.search("spaghetti OR revenue", k=3)
+    assert error is None and {h.document for h in hits} == {"menu", "report"}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
