@@ -8,7 +8,11 @@ tokens masked until then) so both sides do the same work.
 - Dossier: all sessions in one engine; each turn appends to every session, submits
   all, and steps until all finish (what the rollout runner does with instant tools).
 - Naive (the peer): for each session, each turn calls Hugging Face `generate` on the
-  whole history, as a stateless HTTP client of a serving engine would.
+  whole history, as a stateless HTTP client of a serving engine would. It runs sessions
+  one after another, so its time is linear in sessions: it may run a subset and scale.
+
+The two sides alternate turn by turn in one process, so a change of load on a shared
+machine affects both alike; each side's time is the sum of its own turns.
 - vLLM (optional, GPU): the same histories through `vllm.LLM` with prefix caching.
 
 Shared by `dossier bench engine` and `benchmarks/bench_engine.py`.
@@ -16,11 +20,12 @@ Shared by `dossier bench engine` and `benchmarks/bench_engine.py`.
 
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 
 from engine.config import EngineConfig
+from engine.counters import Counters
 from engine.llm_engine import Engine
 from engine.sampling_params import SamplingParams
 
@@ -91,14 +96,19 @@ def _sampling(workload: Workload) -> SamplingParams:
     return SamplingParams(max_new_tokens=workload.new_tokens, min_new_tokens=workload.new_tokens)
 
 
-def run_engine(engine: Engine, workload: Workload, plan, say=lambda _msg: None) -> tuple[list[list[list[int]]], float]:
-    """Run the plan with all sessions batched; return (outputs[session][turn], seconds)."""
-    sessions = [engine.open_session() for _ in range(workload.sessions)]
-    outputs: list[list[list[int]]] = [[] for _ in sessions]
-    started = time.perf_counter()
-    for turn in range(workload.turns):
+class EngineLoop:
+    """Dossier's side: every session in one engine; a turn appends to all, submits all, steps until done."""
+
+    def __init__(self, engine: Engine, workload: Workload, plan) -> None:
+        self.engine, self.workload, self.plan = engine, workload, plan
+        self.sessions = [engine.open_session() for _ in range(workload.sessions)]
+        self.outputs: list[list[list[int]]] = [[] for _ in self.sessions]
+
+    def run_turn(self, turn: int) -> float:
+        """Run one turn of every session; return its wall time in seconds."""
+        started = time.perf_counter()
         requests = []
-        for session, steps in zip(sessions, plan):
+        for session, steps in zip(self.sessions, self.plan):
             for op in steps[turn]:
                 if op[0] == "message":
                     session.append_message(op[1], op[2])
@@ -106,56 +116,56 @@ def run_engine(engine: Engine, workload: Workload, plan, say=lambda _msg: None) 
                     session.append_generation_prompt()
                 else:
                     session.append(op[1])
-            requests.append(engine.submit(session, _sampling(workload)))
-        engine.run_until_idle()
-        for i, request in enumerate(requests):
-            outputs[i].append(request.wait().output_token_ids)
-        say(f"  turn {turn + 1}/{workload.turns} done at {time.perf_counter() - started:.1f} s")
-    elapsed = time.perf_counter() - started
-    for session in sessions:
-        session.close()
-    return outputs, elapsed
+            requests.append(self.engine.submit(session, _sampling(self.workload)))
+        self.engine.run_until_idle()
+        for outputs, request in zip(self.outputs, requests):
+            outputs.append(request.wait().output_token_ids)
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        for session in self.sessions:
+            session.close()
 
 
-def run_naive(
-    hf_model, engine: Engine, workload: Workload, plan, sessions: int, say=lambda _msg: None
-) -> tuple[list, float, int]:
-    """HF `generate` on each session's whole history, every turn; return (outputs, seconds, tokens re-sent)."""
-    processor = engine.processor
-    stops = sorted(engine.stop_token_ids) or None
-    device = next(hf_model.parameters()).device
-    outputs: list[list[list[int]]] = []
-    prefilled = 0
-    started = time.perf_counter()
-    for steps in plan[:sessions]:
-        history: list[int] = []
-        turn_start: int | None = None
-        session_outputs = []
-        for turn in range(workload.turns):
+class NaiveLoop:
+    """The peer: each turn, HF `generate` on each session's whole history, one session after another."""
+
+    def __init__(self, hf_model, engine: Engine, workload: Workload, plan, sessions: int) -> None:
+        self.hf_model, self.workload, self.plan = hf_model, workload, plan[:sessions]
+        self.processor = engine.processor
+        self.stops = sorted(engine.stop_token_ids) or None
+        self.device = next(hf_model.parameters()).device
+        self.histories: list[list[int]] = [[] for _ in self.plan]
+        self.turn_starts: list[int | None] = [None for _ in self.plan]
+        self.outputs: list[list[list[int]]] = [[] for _ in self.plan]
+        self.tokens_prefilled = 0  # history tokens re-sent and recomputed
+
+    def run_turn(self, turn: int) -> float:
+        started = time.perf_counter()
+        for i, steps in enumerate(self.plan):
+            history = self.histories[i]
             for op in steps[turn]:
-                if op[0] in ("message", "prompt") and turn_start is not None:
-                    history += processor.close_turn(history[turn_start:]).token_ids
-                    turn_start = None
+                if op[0] in ("message", "prompt") and self.turn_starts[i] is not None:
+                    history += self.processor.close_turn(history[self.turn_starts[i] :]).token_ids
+                    self.turn_starts[i] = None
                 if op[0] == "message":
-                    history += processor.render_message(op[1], op[2], first=not history).token_ids
+                    history += self.processor.render_message(op[1], op[2], first=not history).token_ids
                 elif op[0] == "prompt":
-                    history += processor.generation_prompt().token_ids
-                    turn_start = len(history)
+                    history += self.processor.generation_prompt().token_ids
+                    self.turn_starts[i] = len(history)
                 else:
                     history += op[1]
-            ids = torch.tensor([history], device=device)
-            prefilled += len(history)
+            ids = torch.tensor([history], device=self.device)
+            self.tokens_prefilled += len(history)
             with torch.inference_mode():
-                out = hf_model.generate(
-                    ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=workload.new_tokens,
-                    min_new_tokens=workload.new_tokens, eos_token_id=stops, pad_token_id=0,
+                out = self.hf_model.generate(
+                    ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=self.workload.new_tokens,
+                    min_new_tokens=self.workload.new_tokens, eos_token_id=self.stops, pad_token_id=0,
                 )
-            generated = out[0, len(history):].tolist()
-            session_outputs.append(generated)
+            generated = out[0, len(history) :].tolist()
+            self.outputs[i].append(generated)
             history += generated
-        outputs.append(session_outputs)
-        say(f"  session {len(outputs)}/{sessions} done at {time.perf_counter() - started:.1f} s")
-    return outputs, time.perf_counter() - started, prefilled
+        return time.perf_counter() - started
 
 
 def hf_reference_model(model: str, engine: Engine):
@@ -202,23 +212,31 @@ def run_benchmark(
     say(f"loading {model}")
     engine = Engine.from_pretrained(model, config or EngineConfig())
     plan = build_plan(engine, workload)
-    say("warming up")
-    _warm_up(engine)
-    say(f"dossier engine: {workload.sessions} sessions x {workload.turns} turns")
-    before = engine.stats()["phases"]
-    ours, ours_s = run_engine(engine, workload, plan, say)
-    stats = engine.stats()
-    phases = {k: stats["phases"][k] - before[k] for k in before}
-    counters = stats["counters"]
     measured = min(naive_sessions or workload.sessions, workload.sessions)
-    say(f"naive HF generate loop: {measured} sessions x {workload.turns} turns")
     if progress is None:  # machine-readable runs show no progress bars
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
     hf_model = hf_reference_model(model, engine)
+    say("warming up")
+    _warm_up(engine)
     _warm_up_hf(hf_model)
-    naive, naive_measured_s, naive_prefilled = run_naive(hf_model, engine, workload, plan, measured, say)
+    # Turns alternate between the two sides, so a load change on a shared machine hits both alike.
+    say(f"{workload.sessions} sessions x {workload.turns} turns; naive peer on {measured} sessions, turns interleaved")
+    before = engine.stats()["phases"]
+    counters_before = replace(engine.counters)
+    ours_loop = EngineLoop(engine, workload, plan)
+    naive_loop = NaiveLoop(hf_model, engine, workload, plan, measured)
+    ours_s = naive_measured_s = 0.0
+    for turn in range(workload.turns):
+        ours_s += ours_loop.run_turn(turn)
+        naive_measured_s += naive_loop.run_turn(turn)
+        say(f"  turn {turn + 1}/{workload.turns}: dossier {ours_s:.1f} s, naive {naive_measured_s:.1f} s so far")
+    ours_loop.close()
+    ours, naive, naive_prefilled = ours_loop.outputs, naive_loop.outputs, naive_loop.tokens_prefilled
+    stats = engine.stats()
+    phases = {k: round(stats["phases"][k] - before[k], 4) for k in before}
+    counters = _minus(engine.counters, counters_before).as_dict()  # without the warm-up
     naive_s = naive_measured_s * workload.sessions / measured
     result = {
         "model": model,
@@ -249,6 +267,10 @@ def run_benchmark(
         say("vLLM with prefix caching")
         result.update(run_vllm(model, engine, workload, plan, ours_s))
     return result
+
+
+def _minus(after: Counters, before: Counters) -> Counters:
+    return Counters(**{f.name: getattr(after, f.name) - getattr(before, f.name) for f in fields(Counters)})
 
 
 def _warm_up(engine: Engine) -> None:

@@ -124,15 +124,23 @@ def test_sessions_share_the_system_prompt(engine):
 
 
 def test_eviction_and_preemption_keep_outputs_exact(hf_model):
-    engine = new_engine(num_kv_blocks=60, max_num_batched_tokens=256)  # 960 tokens for 8 sessions of ~250
+    # 40 blocks x 16 = 640 tokens of KV for 8 sessions growing to ~300 tokens each over 3 turns
+    engine = new_engine(num_kv_blocks=40, max_num_batched_tokens=256)
     eos = sorted(engine.stop_token_ids)
     sessions = [chat_session(engine, q) for q in QUESTIONS[:8]]
-    histories = [s.token_ids for s in sessions]
-    requests = [engine.submit(s, SamplingParams(max_new_tokens=16)) for s in sessions]
-    engine.run_until_idle()
-    for history, request in zip(histories, requests):
-        assert request.output_token_ids == hf_greedy(hf_model, history, 16, eos)
-    assert engine.stats()["preemptions"] > 0
+    for turn in range(3):
+        if turn:
+            for i, session in enumerate(sessions):
+                session.append_message("tool", f"Page {i + turn} of report-{i}.pdf: revenue grew {turn * 7 + i}% to "
+                                               f"${900 + 31 * i} million; operating margin was {12 + turn}%. " * 2)
+                session.append_generation_prompt()
+        histories = [s.token_ids for s in sessions]
+        requests = [engine.submit(s, SamplingParams(max_new_tokens=16)) for s in sessions]
+        engine.run_until_idle()
+        for i, (history, request) in enumerate(zip(histories, requests)):
+            assert request.output_token_ids == hf_greedy(hf_model, history, 16, eos), f"session {i} turn {turn + 1}"
+    stats = engine.stats()
+    assert stats["preemptions"] > 0 and stats["kv_blocks_evicted"] > 0, stats
 
 
 def test_hundred_tool_calls_parse_and_validate(engine):
