@@ -55,9 +55,9 @@ def bench_engine(
     to all (`--naive-sessions 0` runs every session; outputs_match covers those it ran).
 
     Example:
-        $ dossier bench engine --sessions 32 --turns 6
-        dossier engine 112.4 s · naive HF generate 604.2 s · speedup 5.38x
-        cache reuse 0.999 · prefill 694 tok/s · decode 52 tok/s · outputs match: yes
+        $ dossier bench engine
+        dossier engine 168.0 s · naive HF generate 684.1 s (scaled from 4 sessions) · speedup 4.07x
+        cache reuse 0.999 · prefill 526.1 tok/s · decode 78.6 tok/s · outputs match: yes
     """
     import torch
 

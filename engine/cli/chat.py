@@ -39,7 +39,10 @@ def chat(
         $ dossier chat
         you> What is the capital of France?
         assistant> The capital of France is Paris.
-          [prefilled 40 · cached 0 · generated 8 · 0.5 s]
+          [prefilled 37 · cached 0 · generated 8 · 1.5 s]
+        you> And of Germany?
+        assistant> The capital of Germany is Berlin.
+          [prefilled 15 · cached 44 · generated 8 · 0.5 s]
         you> /exit
     """
     from engine import Engine, EngineConfig, SamplingParams
