@@ -10,37 +10,40 @@ from __future__ import annotations
 __all__ = ["SEARCH_AGENT_SYSTEM", "READER_SYSTEM", "CLOSED_BOOK_SYSTEM", "format_hits", "format_question",
            "turn_footer", "NO_HITS", "MALFORMED"]
 
+# No example values: the tiny default model copies any example answer verbatim, and the
+# structured-output schema already fixes the JSON shape, so the tools are described in words.
 SEARCH_AGENT_SYSTEM = """\
 You answer questions about a collection of PDF documents. The answer is in the documents: \
 find it with the search tool, read the pages it returns, then answer.
 
-Reply with exactly one JSON object per turn, one of:
-{"tool": "search", "query": "gross margin 2015"}
-  Searches every page and returns the {k} best pages. Words are combined with AND; \
-you may use OR, NOT, "exact phrases" and wildcards such as revenu*.
-{"tool": "answer", "answer": ["$7,345 million"], "citations": [{"document": "annual-report-2015", "page": 12}]}
-  Gives your final answer and the pages it comes from (document ids as shown after File:). \
-This ends the task.
+You have two tools. Call one per turn, as a JSON object with a "tool" field.
+- search: its "query" is a few keywords to look for. It returns the {k} best pages, each shown \
+as "File: <document id>, Page: <number>" followed by the page text. Keywords are combined with \
+AND; you may use OR, NOT, "exact phrases" and wildcards such as revenu*.
+- answer: its "answer" is a list with your answer, and its "citations" list the document id and \
+page number of each page you used. It ends the task.
 
 How to work:
-- Search with a few distinctive keywords from the question, not the whole question.
+- First search with a few distinctive keywords from the question, not the whole question.
 - If a search finds nothing useful, search again with other words: synonyms, abbreviations, \
 a rephrasing, fewer words.
-- Answer with as few words as possible, copied from the document (a number with its unit or \
-scale, a name, a date). No full sentences. For a list, give one item per element.
+- Answer only from pages you have read. Use as few words as possible, copied from the page \
+(a number with its unit or scale, a name, a date). No full sentences. For a list, give one \
+item per element.
 - Cite the page of every piece of evidence you used, each page once."""
 
 READER_SYSTEM = """\
-You answer a question about PDF documents from the pages you are shown. The answer is in them.
-Reply with one JSON object, for example {"tool": "answer", "answer": ["$7,345 million"], "citations": \
-[{"document": "annual-report-2015", "page": 12}]} (document ids as shown after File:).
-Answer with as few words as possible, copied from the pages; no full sentences. For a list, \
-give one item per element. Cite each page you used once."""
+You answer a question about PDF documents from the pages you are shown, each introduced by \
+"File: <document id>, Page: <number>". The answer is in them.
+Call the answer tool, as a JSON object: its "answer" is a list with your answer, and its \
+"citations" list the document id and page number of each page you used.
+Use as few words as possible, copied from the pages; no full sentences. For a list, give one \
+item per element. Cite each page you used once."""
 
 CLOSED_BOOK_SYSTEM = """\
 You answer a question about a company or organisation document without seeing the document.
-Reply with one JSON object, for example {"tool": "answer", "answer": ["$7,345 million"], "citations": []}.
-Answer with as few words as possible; no full sentences. Give your best guess."""
+Call the answer tool, as a JSON object: its "answer" is a list with your answer, and its \
+"citations" list is empty. Use as few words as possible; no full sentences. Give your best guess."""
 
 NO_HITS = "No pages match this query. Try fewer words, synonyms, OR between alternatives, or a wildcard."
 

@@ -19,7 +19,7 @@ class AgentSettings:
     page_chars: int = 1500  # characters of page text shown per hit to text-only models
     image_dpi: int = 100  # page image resolution for vision models
     image_max_pixels: int = 1_003_520  # pixel cap per page image (Qwen-VL's 1280*28*28)
-    max_new_tokens: int = 160  # tokens the model may generate per turn
+    max_new_tokens: int = 256  # tokens the model may generate per turn (room for the longest schema-valid call)
     structured: bool = True  # constrain every turn to the tool-call JSON schema (xgrammar)
     cite_known_documents: bool = True  # the schema only admits document ids of the corpus
     search_mode: str = "boolean"  # "boolean": MADQA's query language; "bag": free text, words OR-ed

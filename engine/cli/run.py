@@ -112,7 +112,7 @@ def run_cmd(
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     page_chars: Annotated[int, typer.Option(help="Characters of page text shown per hit.")] = 1500,
-    max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn.")] = 160,
+    max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn.")] = 256,
     search_mode: Annotated[str, typer.Option(help="boolean (MADQA's query language) or bag (free text).")] = "boolean",
     rerank: Annotated[str, typer.Option(help="none, or late: rerank search hits by late interaction "
                                              "(needs `dossier index --late`).")] = "none",

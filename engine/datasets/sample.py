@@ -69,7 +69,7 @@ def _annual_report(path: Path, year: int, figures: dict[str, tuple[str, str]], c
     p4 = _page(doc, [("Outlook and Risks", 16, "hebo")])
     _paragraph(p4, 100, outlook)
     doc.set_metadata({**_FIXED_METADATA, "title": f"Northwind Cooperative Annual Report {year}"})
-    doc.save(path, garbage=3, deflate=True)
+    doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
 def _form(path: Path) -> None:
@@ -84,7 +84,7 @@ def _form(path: Path) -> None:
         page.insert_text((200, y), value, fontsize=11, fontname="helv")
         page.draw_line((195, y + 4), (480, y + 4), width=0.5)
     doc.set_metadata({**_FIXED_METADATA, "title": "Membership application"})
-    doc.save(path, garbage=3, deflate=True)
+    doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
 def _menu(path: Path) -> None:
@@ -99,7 +99,7 @@ def _menu(path: Path) -> None:
             page.insert_text((60, y), name, fontsize=12, fontname="helv")
             page.insert_text((420, y), price, fontsize=12, fontname="helv")
     doc.set_metadata({**_FIXED_METADATA, "title": "Harbor Cafe menu"})
-    doc.save(path, garbage=3, deflate=True)
+    doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
 def _memo(path: Path) -> None:
@@ -113,7 +113,7 @@ def _memo(path: Path) -> None:
     _paragraph(p2, 100, "Operations resume at Riverside on 18 November 2024. Questions about shift changes go "
                "to the human resources desk, extension 4471.")
     doc.set_metadata({**_FIXED_METADATA, "title": "Relocation memo"})
-    doc.save(path, garbage=3, deflate=True)
+    doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
 def _scanned_notice(path: Path) -> None:
@@ -130,7 +130,7 @@ def _scanned_notice(path: Path) -> None:
     scan = doc.new_page(width=595, height=842)
     scan.insert_image(scan.rect, stream=png)
     doc.set_metadata({**_FIXED_METADATA, "title": "Scanned notice"})
-    doc.save(path, garbage=3, deflate=True)
+    doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
 SAMPLE_DOCUMENTS = ("northwind-annual-report-2023", "northwind-annual-report-2022", "library-membership-form",

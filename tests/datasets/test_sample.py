@@ -22,3 +22,11 @@ def test_sample_suite_gold_pages_contain_the_answers(tmp_path):
             continue
         text = store.page(q.evidence[0].document, q.evidence[0].page).text
         assert any(variant[0] in text for variant in q.answer_variants), (q.id, q.answer_variants)
+
+
+def test_sample_suite_is_byte_identical_across_runs(tmp_path):
+    """Re-running `make demo` must not make ingest see changed files (and re-run the agent on a new corpus)."""
+    write_sample_suite(tmp_path / "a")
+    write_sample_suite(tmp_path / "b")
+    for pdf in sorted((tmp_path / "a" / "pdfs").glob("*.pdf")):
+        assert pdf.read_bytes() == (tmp_path / "b" / "pdfs" / pdf.name).read_bytes(), pdf.name
