@@ -14,8 +14,10 @@ import json
 from dataclasses import dataclass, field
 
 from engine.datasets.formats import Evidence
+from tools.schema import ToolSpec
 
-__all__ = ["SearchCall", "AnswerCall", "Malformed", "tool_call_schema", "parse_tool_call", "MAX_QUERY_CHARS"]
+__all__ = ["SearchCall", "AnswerCall", "Malformed", "search_spec", "answer_spec", "tool_call_schema", "parse_tool_call",
+           "MAX_QUERY_CHARS"]
 
 # Bounds in the schema keep a weak model from looping inside a string or a list until the
 # token limit cuts the call off (SmolLM2 repeats list items endlessly without them).
@@ -46,22 +48,41 @@ class Malformed:
     reason: str  # what is wrong, shown to the model
 
 
-def _answer_schema(documents: list[str] | None) -> dict:
+def search_spec() -> ToolSpec:
+    """The BM25 agent's search tool (MADQA's: the query language of `dossier search`)."""
+    return ToolSpec(
+        "search",
+        "Search every page of the collection with BM25; returns the best pages, each labelled "
+        "'File: <document>, Page: <n>'. Keywords are AND-ed; OR, NOT, \"phrases\" and wildcards work.",
+        {"type": "object",
+         "properties": {"query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}},
+         "required": ["query"], "additionalProperties": False},
+    )
+
+
+def answer_spec(documents: list[str] | None = None) -> ToolSpec:
+    """The final-answer tool; with `documents`, citations may only name those document ids."""
     document = {"type": "string", "enum": sorted(documents)} if documents else {"type": "string", "minLength": 1}
-    return {
-        "type": "object",
-        "properties": {
-            "tool": {"const": "answer"},
-            "answer": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
-                       "minItems": 1, "maxItems": MAX_ITEMS},
-            "citations": {"type": "array", "maxItems": MAX_ITEMS, "items": {
-                "type": "object",
-                "properties": {"document": document, "page": {"type": "integer", "minimum": 1, "maximum": 100000}},
-                "required": ["document", "page"], "additionalProperties": False}},
-        },
-        "required": ["tool", "answer", "citations"],
-        "additionalProperties": False,
-    }
+    return ToolSpec(
+        "answer",
+        "Give the final answer as a list of short strings copied from the documents, with the pages used.",
+        {"type": "object",
+         "properties": {
+             "answer": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
+                        "minItems": 1, "maxItems": MAX_ITEMS},
+             "citations": {"type": "array", "maxItems": MAX_ITEMS, "items": {
+                 "type": "object",
+                 "properties": {"document": document, "page": {"type": "integer", "minimum": 1, "maximum": 100000}},
+                 "required": ["document", "page"], "additionalProperties": False}}},
+         "required": ["answer", "citations"], "additionalProperties": False},
+    )
+
+
+def _flat(spec: ToolSpec) -> dict:
+    """A call as one flat object, "tool" first: {"tool": name, <arguments>} (easiest for small models)."""
+    params = spec.parameters
+    return {"type": "object", "properties": {"tool": {"const": spec.name}, **params["properties"]},
+            "required": ["tool", *params.get("required", [])], "additionalProperties": False}
 
 
 def tool_call_schema(allow_search: bool, documents: list[str] | None = None) -> dict:
@@ -71,17 +92,8 @@ def tool_call_schema(allow_search: bool, documents: list[str] | None = None) -> 
         allow_search: False on the last iteration, when the model must answer.
         documents: when given, citations may only name these document ids.
     """
-    answer = _answer_schema(documents)
-    if not allow_search:
-        return answer
-    search = {
-        "type": "object",
-        "properties": {"tool": {"const": "search"},
-                       "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS}},
-        "required": ["tool", "query"],
-        "additionalProperties": False,
-    }
-    return {"anyOf": [search, answer]}
+    answer = _flat(answer_spec(documents))
+    return {"anyOf": [_flat(search_spec()), answer]} if allow_search else answer
 
 
 def parse_tool_call(raw: str, allow_search: bool = True) -> SearchCall | AnswerCall | Malformed:
