@@ -10,17 +10,15 @@ kill at any moment leaves whole documents only, and re-running completes the res
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.corpus.pdf import DocumentRecord, PdfError, read_pdf, sha256_file
+from tools.corpus.pool import run_isolated
 from tools.corpus.store import CorpusStore
 from tools.errors import DossierError
 
@@ -239,23 +237,9 @@ def ingest(inputs: list[str | Path], corpus: str | Path, config: IngestConfig | 
 
 
 def _run_pool(jobs: list[_Job], password: str | None, workers: int, finished) -> None:
-    """Extract in worker processes; if a PDF crashes a worker, retry the rest one by one in isolation."""
-    context = multiprocessing.get_context("spawn")
-    pending = list(jobs)
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        futures: dict[Future, _Job] = {pool.submit(_extract, str(j.path), password, j.sha256): j for j in pending}
-        try:
-            for future in as_completed(futures):
-                job = futures[future]
-                finished(job, future.result())
-                pending.remove(job)
-        except BrokenProcessPool:
-            log.warning("a PDF crashed an extraction worker; retrying the remaining %d files one by one", len(pending))
-    for job in list(pending):
-        with ProcessPoolExecutor(1, mp_context=context) as solo:
-            try:
-                result = solo.submit(_extract, str(job.path), password, job.sha256).result()
-            except BrokenProcessPool:
-                result = "the PDF crashed the PDF reader (damaged file)"
-        finished(job, result)
+    """Extract in worker processes; a PDF that crashes its worker fails alone (tools/corpus/pool.py)."""
+    run_isolated(jobs, _extract_job, (password,), workers, finished, "the PDF crashed the PDF reader (damaged file)")
 
+
+def _extract_job(job: _Job, password: str | None) -> DocumentRecord | str:
+    return _extract(str(job.path), password, job.sha256)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from PIL import Image
 
 from tools.errors import DossierError
 
-__all__ = ["RenderSettings", "render_scale", "render_page"]
+__all__ = ["RenderSettings", "render_scale", "render_page", "open_page"]
 
 DEFAULT_DPI = 150
 DEFAULT_MAX_PIXELS = 4_000_000  # ~ A4 at 200 DPI; bounds memory for huge pages
@@ -42,6 +43,27 @@ def render_scale(width_pt: float, height_pt: float, settings: RenderSettings) ->
     return scale
 
 
+@contextmanager
+def open_page(pdf_path: str | Path, page: int, password: str | None = None):
+    """Open a PDF and yield its page (1-indexed), closing the document afterwards.
+
+    Raises:
+        DossierError: the PDF cannot be opened or the page does not exist.
+    """
+    from tools.corpus.pdf import PdfError, open_pdf
+
+    try:
+        doc = open_pdf(pdf_path, password)
+    except PdfError as err:
+        raise DossierError(f"cannot render {pdf_path}: {err}") from None
+    try:
+        if not 1 <= page <= doc.page_count:
+            raise DossierError(f"page {page} does not exist in {Path(pdf_path).name} (it has {doc.page_count} pages)")
+        yield doc.load_page(page - 1)
+    finally:
+        doc.close()
+
+
 def render_page(pdf_path: str | Path, page: int, settings: RenderSettings, cache_dir: Path | None = None,
                 password: str | None = None) -> Image.Image:
     """Render one page (1-indexed) to an RGB image, reading and filling the PNG cache when given.
@@ -57,24 +79,13 @@ def render_page(pdf_path: str | Path, page: int, settings: RenderSettings, cache
                 return img.convert("RGB")
     import pymupdf
 
-    from tools.corpus.pdf import PdfError, open_pdf
-
-    try:
-        doc = open_pdf(pdf_path, password)
-    except PdfError as err:
-        raise DossierError(f"cannot render {pdf_path}: {err}") from None
-    try:
-        if not 1 <= page <= doc.page_count:
-            raise DossierError(f"page {page} does not exist in {Path(pdf_path).name} (it has {doc.page_count} pages)")
-        pdf_page = doc.load_page(page - 1)
+    with open_page(pdf_path, page, password) as pdf_page:
         scale = render_scale(pdf_page.rect.width, pdf_page.rect.height, settings)
         try:
             pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False, colorspace=pymupdf.csRGB)
         except Exception as err:
             raise DossierError(f"cannot render page {page} of {Path(pdf_path).name}: {err}") from None
         image = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
-    finally:
-        doc.close()
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")

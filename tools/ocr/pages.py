@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,6 +25,8 @@ import numpy as np
 from PIL import Image
 
 from tools.corpus.ingest import OcrOutcome
+from tools.corpus.pool import run_isolated
+from tools.corpus.render import open_page
 from tools.corpus.store import CorpusStore
 from tools.errors import DossierError
 from tools.ocr.base import OcrBackend, OcrResult
@@ -97,16 +96,7 @@ def render_for_ocr(pdf_path: str | Path, page: int, settings: OcrSettings,
     """
     import pymupdf
 
-    from tools.corpus.pdf import PdfError, open_pdf
-
-    try:
-        doc = open_pdf(pdf_path)
-    except PdfError as err:
-        raise DossierError(f"cannot render {pdf_path}: {err}") from None
-    try:
-        if not 1 <= page <= doc.page_count:
-            raise DossierError(f"page {page} does not exist in {Path(pdf_path).name} (it has {doc.page_count} pages)")
-        pdf_page = doc.load_page(page - 1)
+    with open_page(pdf_path, page) as pdf_page:
         area = pymupdf.Rect(clip) if clip else pdf_page.rect
         zoom = ocr_zoom(area.width, area.height, settings)
         try:
@@ -116,8 +106,6 @@ def render_for_ocr(pdf_path: str | Path, page: int, settings: OcrSettings,
         image = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
         image.info["dpi"] = (zoom * 72.0, zoom * 72.0)
         derotation = tuple(pdf_page.derotation_matrix)
-    finally:
-        doc.close()
     return image, pix.width / max(area.width, 1e-6), pix.height / max(area.height, 1e-6), derotation
 
 
@@ -239,24 +227,6 @@ def _store_result(store: CorpusStore, job: _Job, result: PageOcr | str, name: st
 
 
 def _run_pool(jobs: list[_Job], name: str, settings: OcrSettings, workers: int, finished) -> None:
-    """OCR in worker processes; if a page crashes a worker, retry the rest one by one in isolation."""
-    context = multiprocessing.get_context("spawn")
-    init = (name, settings.language, settings.timeout_s)
-    plain = asdict(settings)
-    pending = list(jobs)
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=init) as pool:
-        futures: dict[Future, _Job] = {pool.submit(_work, job, plain): job for job in pending}
-        try:
-            for future in as_completed(futures):
-                job = futures[future]
-                finished(job, future.result())
-                pending.remove(job)
-        except BrokenProcessPool:
-            log.warning("a page crashed an OCR worker; retrying the remaining %d pages one by one", len(pending))
-    for job in list(pending):
-        with ProcessPoolExecutor(1, mp_context=context, initializer=_init_worker, initargs=init) as solo:
-            try:
-                result = solo.submit(_work, job, plain).result()
-            except BrokenProcessPool:
-                result = "the page crashed the OCR engine"
-        finished(job, result)
+    """OCR in worker processes; a page that crashes its worker fails alone (tools/corpus/pool.py)."""
+    run_isolated(jobs, _work, (asdict(settings),), workers, finished, "the page crashed the OCR engine",
+                 initializer=_init_worker, initargs=(name, settings.language, settings.timeout_s))
