@@ -45,6 +45,14 @@ class EngineConfig:
     quantization: str | None = None
     # Seed for requests that do not give their own (sampling with temperature > 0).
     seed: int = 0
+    # Vision-language models: smallest and largest image area after resizing, in pixels
+    # (qwen-vl-utils' min_pixels / max_pixels); None takes the model folder's, else the family's.
+    image_min_pixels: int | None = None
+    image_max_pixels: int | None = None
+    # Memory for encoded images kept for reuse (keyed by content hash and size), in GiB.
+    encoder_cache_gib: float = 1.0
+    # Most vision patches one call of the vision tower encodes (images of many sessions batched).
+    max_encoder_batch_patches: int = 65536
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -65,6 +73,18 @@ class EngineConfig:
             raise DossierError(f"attention_backend {self.attention_backend!r} is not one of {', '.join(_BACKENDS)}")
         if self.quantization not in _QUANT:
             raise DossierError(f"quantization {self.quantization!r} is not one of None, 'bnb-4bit', 'bnb-8bit'")
+        for name in ("image_min_pixels", "image_max_pixels"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise DossierError(f"{name} must be a positive number of pixels (got {value})")
+        if self.image_min_pixels and self.image_max_pixels and self.image_min_pixels > self.image_max_pixels:
+            raise DossierError(
+                f"image_min_pixels ({self.image_min_pixels}) must not exceed image_max_pixels ({self.image_max_pixels})"
+            )
+        if self.encoder_cache_gib < 0:
+            raise DossierError(f"encoder_cache_gib must be >= 0 GiB (got {self.encoder_cache_gib})")
+        if self.max_encoder_batch_patches < 1:
+            raise DossierError(f"max_encoder_batch_patches must be >= 1 (got {self.max_encoder_batch_patches})")
         if self.attention_backend == "flash_attn" and self.block_size % 256:
             raise DossierError(
                 f"attention_backend='flash_attn' needs block_size to be a multiple of 256 (got {self.block_size})"

@@ -64,7 +64,8 @@ class Engine:
 
         config = config or EngineConfig()
         adapter = load_adapter(
-            model, device=config.resolved_device(), dtype=config.resolved_dtype(), quantization=config.quantization
+            model, device=config.resolved_device(), dtype=config.resolved_dtype(), quantization=config.quantization,
+            min_pixels=config.image_min_pixels, max_pixels=config.image_max_pixels,
         )
         return cls(adapter, config)
 
@@ -87,6 +88,7 @@ class Engine:
             bad = [t for t in segment.token_ids if not 0 <= t < vocab]
             if bad:
                 raise DossierError(f"token ids {bad[:5]} are outside the vocabulary of {self.adapter.name} (0..{vocab - 1})")
+            self.adapter.check_segment(segment)
             positions, next_position = self.adapter.segment_positions(segment, session.seq.next_position)
             session.seq.append(segment.token_ids, positions, next_position, segment.mm_items)
 
@@ -262,4 +264,5 @@ class Engine:
                 "open_sessions": len(self.scheduler.sequences),
                 "attention_backend": self.runner.backend,
                 "phases": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.phases.items()},
+                **({"vision": self.runner.encoder.stats()} if self.runner.encoder is not None else {}),
             }

@@ -1,16 +1,18 @@
 """Runs one step: packs the scheduled chunks into a flat batch, calls the adapter, returns logits.
 
-Owns the paged KV cache tensors. Logits are computed only for the rows that sample
-(the last token of every chunk that reaches its sequence's end), never for the
-whole prefill.
+Owns the paged KV cache tensors and, for vision-language models, the encoder cache:
+the images of the step's chunks (of every session in it) are encoded before the
+forward, in one batched call. Logits are computed only for the rows that sample (the
+last token of every chunk that reaches its sequence's end), never for the whole prefill.
 """
 
 import torch
 
 from engine.attention import AttentionMetadata, PagedAttention, PrefillSpan, resolve_backend
 from engine.config import EngineConfig
+from engine.encoder_cache import EncoderCache
 from engine.scheduler import Chunk
-from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalChunk
+from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalChunk, MultimodalItem
 
 __all__ = ["ModelRunner", "kv_blocks_for_budget"]
 
@@ -38,11 +40,17 @@ class ModelRunner:
         cache_shape = (shape.num_layers, num_blocks, config.block_size, shape.num_kv_heads, shape.head_dim)
         self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
+        self.encoder: EncoderCache | None = None
+        if getattr(adapter, "vision", None) is not None:
+            capacity = int(config.encoder_cache_gib * 2**30)
+            self.encoder = EncoderCache(adapter, capacity, config.max_encoder_batch_patches)
 
     @torch.inference_mode()
     def run(self, chunks: list[Chunk]) -> torch.Tensor:
         """Forward the chunks; return float32 logits (sampling chunks, vocab) in chunk order."""
         batch, meta, sample_rows = self._prepare(chunks)
+        if batch.mm_chunks:
+            self.encoder.fill(batch.mm_chunks, _pending_items(chunks))
         hidden = self.adapter.forward(batch, PagedAttention(self.k_cache, self.v_cache, meta, self.backend))
         if not sample_rows:
             return torch.empty(0, self.adapter.shape.vocab_size)
@@ -119,3 +127,12 @@ class ModelRunner:
         meta.cu_seqlens_k = torch.tensor([0, *k_lens], device=device).cumsum(0).to(torch.int32)
         meta.max_seqlen_q, meta.max_seqlen_k = max(q_lens), max(k_lens)
         meta.block_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32, device=device)
+
+
+def _pending_items(chunks: list[Chunk]) -> list[MultimodalItem]:
+    """Images of the step's sequences that lie beyond this step's chunks (still to be prefilled)."""
+    pending = []
+    for chunk in chunks:
+        stop = chunk.start + chunk.length
+        pending.extend(item for start, item in chunk.request.seq.mm_items if start >= stop)
+    return pending

@@ -12,13 +12,17 @@ least recently used sessions are preempted and recompute later.
         session.append_generation_prompt()
         reply = session.generate(SamplingParams(max_new_tokens=64))
         session.append_message("tool", run_tool(reply.text))
+
+Vision-language models take images in a message: `append_message("user", "File: a, Page: 3",
+images=[page_image])`, or content parts (`models.vision.page_image_content`). Each image
+costs `engine.processor.image_tokens(image)` tokens, known before it is appended.
 """
 
 from engine.counters import Counters
 from engine.request import Request
 from engine.sampling_params import SamplingParams
 from engine.sequence import Sequence
-from models.base import Segment
+from models.base import MultimodalItem, Segment
 from tools.errors import DossierError
 
 __all__ = ["Session"]
@@ -47,15 +51,24 @@ class Session:
         """Append a segment (token ids, optional positions and multimodal items)."""
         self.engine._append(self, segment)
 
-    def append_message(self, role: str, content: str) -> list[int]:
+    def append_message(self, role: str, content, images=None) -> list[int]:
         """Render one chat message with the model's template and append it; return its token ids.
 
         An assistant turn left open by `generate` is closed first (e.g. "<|im_end|>\\n"),
         exactly as the template would render the generated text.
+
+        Args:
+            role: "system", "user", "assistant", "tool".
+            content: the text; or a list of parts (strings, PIL images, {"type": "text", "text": ...},
+                {"type": "image", "image": PIL.Image}) for vision-language models.
+            images: PIL images for a string `content`, placed at its `<image>` marks, or before the
+                text when it has none (vision-language models).
         """
         processor = self._processor()
-        self._close_turn()
-        segment = processor.render_message(role, content, first=len(self.seq) == 0)
+        ended_by = self._close_turn()
+        segment = processor.render_message(role, content, first=len(self.seq) == 0, images=images)
+        if ended_by is not None and segment.token_ids[:1] == [ended_by]:
+            segment = _drop_first_token(segment)  # GLM: the model already emitted the next role token
         self.append_segment(segment)
         return segment.token_ids
 
@@ -68,13 +81,21 @@ class Session:
         self._turn_start = len(self.seq)
         return segment.token_ids
 
-    def _close_turn(self) -> None:
+    def _close_turn(self) -> int | None:
+        """Close an open assistant turn. Returns the stop token that ended it when the template adds
+        nothing after a turn (GLM: the next role token is the stop), else None."""
         if self.request is not None:
             raise DossierError(f"session {self.session_id} is generating; wait for its request before appending")
-        if self._turn_start is not None:
-            generated = self.seq.token_ids[self._turn_start :]
-            self.append_segment(self._processor().close_turn(generated))
-            self._turn_start = None
+        if self._turn_start is None:
+            return None
+        processor = self._processor()
+        generated = self.seq.token_ids[self._turn_start :]
+        closing = processor.close_turn(generated)
+        self.append_segment(closing)
+        self._turn_start = None
+        if not closing.token_ids and generated and generated[-1] in processor.stop_token_ids:
+            return generated[-1]
+        return None
 
     def _processor(self):
         if self.engine.processor is None:
@@ -126,3 +147,9 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(id={self.session_id}, tokens={len(self.seq)}, cached={self.seq.num_computed_tokens})"
+
+
+def _drop_first_token(segment: Segment) -> Segment:
+    items = [MultimodalItem(i.offset - 1, i.length, i.content_hash, i.data) for i in segment.mm_items]
+    assert all(i.offset >= 0 for i in items), "a segment cannot start with an image placeholder"
+    return Segment(segment.token_ids[1:], None if segment.positions is None else segment.positions[1:], items)

@@ -9,9 +9,12 @@ An adapter owns three things:
   3-D M-RoPE later). Positions live on the engine's sequence, never on the model object;
 - a `ChatProcessor` that renders one chat message at a time into token ids.
 
-Multimodal families (next issue) put images in a segment as `MultimodalItem`s: the item's
-content hash joins the key of every KV block it overlaps, and the adapter receives the
-slice of each item that falls in the current chunk (`ForwardBatch.mm_chunks`).
+Multimodal families put images in a segment as `MultimodalItem`s: the item's content hash
+joins the key of every KV block it overlaps. Before a step the engine has the adapter
+encode the items of the step (`encode_multimodal`, batched across sessions, through its
+encoder cache), and the adapter receives the part of each item that falls in the current
+chunk with the item's encoder output (`ForwardBatch.mm_chunks`): chunked prefill may split
+an image across steps.
 """
 
 from abc import ABC, abstractmethod
@@ -20,6 +23,8 @@ from typing import Any, Protocol
 
 import torch
 from torch import nn
+
+from tools.errors import DossierError
 
 __all__ = [
     "AttentionFn",
@@ -72,6 +77,7 @@ class MultimodalChunk:
     item: MultimodalItem
     start: int  # first placeholder index of the item covered by this chunk
     stop: int  # one past the last placeholder index covered
+    encoded: Any = None  # the whole item's encoder output (set by the engine before the forward)
 
 
 @dataclass(slots=True)
@@ -100,13 +106,14 @@ class ChatProcessor(ABC):
         """Token ids that end an assistant turn (end-of-turn, end-of-text)."""
 
     @abstractmethod
-    def render_message(self, role: str, content: str, *, first: bool) -> Segment:
+    def render_message(self, role: str, content, *, first: bool, images=None) -> Segment:
         """One message as it appears in the full-history rendering.
 
         Args:
             role: "system", "user", "assistant", "tool".
-            content: the message text.
+            content: the message text, or a list of text and image parts (vision-language models).
             first: True for the conversation's first message (templates may add a default system prompt).
+            images: PIL images for a string message (vision-language models only).
         """
 
     @abstractmethod
@@ -157,6 +164,15 @@ class ModelAdapter(nn.Module, ABC):
 
     def init_buffers(self) -> None:
         """Recompute non-persistent buffers after the module was materialised with `to_empty`."""
+
+    def check_segment(self, segment: Segment) -> None:
+        """Raise DossierError when a segment about to be appended is malformed for this family."""
+        if segment.mm_items:
+            raise DossierError(f"{self.name} is a text-only model; it cannot take images")
+
+    def encode_multimodal(self, items: list[MultimodalItem]) -> list[Any]:
+        """Encoder outputs of `items` (one batched call), for the forward to merge at their placeholders."""
+        raise DossierError(f"{self.name} is a text-only model; it cannot take images")
 
     @abstractmethod
     def forward(self, batch: ForwardBatch, attention: AttentionFn) -> torch.Tensor:

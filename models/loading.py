@@ -6,8 +6,11 @@
   plain Hugging Face directory (safetensors + config + tokenizer) under
   `$DOSSIER_CACHE/models` (default `~/.cache/dossier/models`), so later loads take
   seconds.
-- A shape name (`llama-tiny`, `llama-1b`, `llama-3b`) builds a model of that shape with
-  random weights and no tokenizer, for throughput figures.
+- A shape name (`llama-tiny`, `llama-1b`, `llama-3b`; vision-language shapes such as
+  `qwen2-vl-tiny`, `qwen2.5-vl-7b`, see `models/vision_language/loading.py`) builds a
+  model of that shape with random weights and no tokenizer, for throughput figures.
+- Vision-language folders (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V) load their processor
+  from the folder too; `min_pixels` / `max_pixels` bound the size of every image.
 
 Nothing is fetched from a hub: HF_HUB_OFFLINE=1 is set before transformers loads anything.
 """
@@ -27,7 +30,7 @@ from models.base import ModelAdapter
 from models.llama import SUPPORTED_MODEL_TYPES, LlamaAdapter, LlamaProcessor
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["SHAPES", "cache_root", "default_gguf_path", "load_adapter", "resolve_model_dir"]
+__all__ = ["SHAPES", "all_shapes", "cache_root", "default_gguf_path", "load_adapter", "resolve_model_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,13 @@ SHAPES: dict[str, dict] = {
                      num_key_value_heads=8, head_dim=128, vocab_size=128256, max_position_embeddings=131072,
                      rope_theta=500000.0, tie_word_embeddings=True),
 }
+
+
+def all_shapes() -> list[str]:
+    """Every random-weight shape name: Llama-family and vision-language."""
+    from models.vision_language.loading import VL_SHAPES
+
+    return [*SHAPES, *VL_SHAPES]
 
 
 def cache_root() -> Path:
@@ -72,7 +82,7 @@ def resolve_model_dir(model: str | os.PathLike) -> Path:
     if not path.exists():
         raise DossierError(
             f"model {str(model)!r} does not exist: give 'default', a local Hugging Face directory, a .gguf file, "
-            f"or a shape name ({', '.join(SHAPES)})"
+            f"or a shape name ({', '.join(all_shapes())})"
         )
     if path.is_file():
         if path.suffix.lower() != ".gguf":
@@ -89,6 +99,8 @@ def load_adapter(
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
     quantization: str | None = None,
+    min_pixels: int | None = None,
+    max_pixels: int | None = None,
 ) -> ModelAdapter:
     """Build the adapter for `model` with its weights on `device` in `dtype`.
 
@@ -97,24 +109,32 @@ def load_adapter(
         device: "cpu" or "cuda".
         dtype: weight dtype (float32 on CPU, bfloat16 on GPU).
         quantization: None, "bnb-4bit" or "bnb-8bit" (bitsandbytes, optional extra).
+        min_pixels, max_pixels: image area bounds of vision-language models, in pixels
+            (None: the model folder's, else the family's defaults).
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoConfig, LlamaConfig
+
+    from models.vision_language.loading import VL_MODEL_TYPES, VL_SHAPES, build_vl_adapter, random_init, vl_config
 
     if str(model) in SHAPES:
         config = LlamaConfig(**SHAPES[str(model)])
         adapter = _build(config, None, str(model), device, dtype)
         _random_init(adapter, std=config.initializer_range)
+    elif str(model) in VL_SHAPES:
+        adapter = build_vl_adapter(vl_config(str(model)), None, str(model), device, dtype, min_pixels, max_pixels)
+        random_init(adapter)
     else:
         folder = resolve_model_dir(model)
         config = AutoConfig.from_pretrained(folder)
-        if config.model_type not in SUPPORTED_MODEL_TYPES:
-            raise DossierError(
-                f"model {str(model)!r} has architecture {config.model_type!r}; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
-            )
-        processor = _load_processor(folder)
-        adapter = _build(config, processor, Path(str(model)).name if str(model) != "default" else "SmolLM2-135M-Instruct",
-                         device, dtype)
+        name = Path(str(model)).name if str(model) != "default" else "SmolLM2-135M-Instruct"
+        if config.model_type in VL_MODEL_TYPES:
+            adapter = build_vl_adapter(config, folder, name, device, dtype, min_pixels, max_pixels)
+        elif config.model_type in SUPPORTED_MODEL_TYPES:
+            adapter = _build(config, _load_processor(folder), name, device, dtype)
+        else:
+            supported = ", ".join((*SUPPORTED_MODEL_TYPES, *VL_MODEL_TYPES))
+            raise DossierError(f"model {str(model)!r} has architecture {config.model_type!r}; supported: {supported}")
         adapter.load_weights(_read_tensors(folder))
     if quantization is not None:
         from models.quantize import quantize_linears

@@ -1,0 +1,119 @@
+"""Inputs of the vision-language families: tokenizer, chat template and image processor from a folder.
+
+Nothing comes from a hub. When the model folder holds the processor files
+(`preprocessor_config.json`), `AutoProcessor` builds the family's processor and we take
+its image processor, tokenizer and chat template; otherwise the image processor is the
+family's own class built from the vision config (an image-only processor), and the
+tokenizer, when the folder has one, comes from `AutoTokenizer`.
+
+Image size bounds: `min_pixels` / `max_pixels` given by the caller win; then the image
+processor's configured bounds; then the family's defaults (qwen-vl-utils' for Qwen).
+"""
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.chat_template import TemplateChatProcessor
+from models.vision import ImageSizing, VisionProcessor
+from tools.errors import DossierError
+
+__all__ = ["FamilyInputs", "build_processors"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyInputs:
+    """What a family's inputs need that its config does not say."""
+
+    image_processor_class: str  # transformers class name of the PIL image processor
+    image_mean: tuple[float, float, float]  # per-channel normalisation of the fallback processor
+    image_std: tuple[float, float, float]
+    default_min_pixels: int  # bounds when neither the caller nor the folder gives them
+    default_max_pixels: int
+    rule: str  # sizing rule of models.vision.ImageSizing: "qwen" or "glm"
+    start_token: str  # token opening an image in the template
+    end_token: str  # token closing it
+    stop_tokens: tuple[str, ...]  # end-of-turn tokens besides the tokenizer's EOS
+
+
+def _image_processor(family: FamilyInputs, vision_config, folder: Path | None):
+    """(image processor, tokenizer or None, chat template or None) from the folder, else built from the config."""
+    import transformers
+
+    tokenizer = template = None
+    if folder is not None and (folder / "preprocessor_config.json").is_file():
+        try:
+            processor = transformers.AutoProcessor.from_pretrained(folder)
+            return processor.image_processor, getattr(processor, "tokenizer", None), getattr(processor, "chat_template", None)
+        except Exception as err:  # a partial processor folder: fall back to its image processor alone
+            log.warning("AutoProcessor could not load %s (%s); using the image processor alone", folder, err)
+            cls = getattr(transformers, family.image_processor_class)
+            image_processor = cls.from_pretrained(folder)
+    else:
+        cls = getattr(transformers, family.image_processor_class)
+        image_processor = cls(
+            patch_size=vision_config.patch_size, temporal_patch_size=vision_config.temporal_patch_size,
+            merge_size=vision_config.spatial_merge_size, image_mean=list(family.image_mean),
+            image_std=list(family.image_std),
+        )
+    if folder is not None and any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json")):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    return image_processor, tokenizer, template
+
+
+def _bounds(image_processor) -> tuple[int | None, int | None]:
+    size = getattr(image_processor, "size", None) or {}
+    get = size.get if isinstance(size, dict) else lambda k, d=None: getattr(size, k, d)
+    low = get("shortest_edge", None) or getattr(image_processor, "min_pixels", None)
+    high = get("longest_edge", None) or getattr(image_processor, "max_pixels", None)
+    return low, high
+
+
+def build_processors(family: FamilyInputs, config, folder: Path | None, min_pixels: int | None = None,
+                     max_pixels: int | None = None) -> tuple[TemplateChatProcessor | None, VisionProcessor]:
+    """The chat processor (None without a tokenizer) and the vision processor of a VL model.
+
+    Args:
+        family: the family's input conventions.
+        config: the model's HF config (image token ids, vision config).
+        folder: the model folder, or None for a random-weight shape.
+        min_pixels, max_pixels: image area bounds in pixels (None: the folder's, else the family's).
+    """
+    vision_config = config.vision_config
+    image_processor, tokenizer, template = _image_processor(family, vision_config, folder)
+    folder_low, folder_high = _bounds(image_processor) if folder is not None else (None, None)
+    low = min_pixels or folder_low or family.default_min_pixels
+    high = max_pixels or folder_high or family.default_max_pixels
+    if min_pixels is None and low > high:  # a small max_pixels with the folder's larger minimum
+        low = high
+    sizing = ImageSizing(vision_config.patch_size, vision_config.spatial_merge_size, low, high, family.rule,
+                         vision_config.temporal_patch_size)
+    processor_patch = getattr(image_processor, "patch_size", sizing.patch_size)
+    if processor_patch != sizing.patch_size:
+        raise DossierError(
+            f"the image processor's patch size {processor_patch} differs from the vision tower's {sizing.patch_size}"
+        )
+    start_id, end_id = _marker_ids(config, family, tokenizer)
+    vision = VisionProcessor(image_processor, sizing, config.image_token_id, start_id, end_id)
+    if tokenizer is None:
+        return None, vision
+    if template and not getattr(tokenizer, "chat_template", None):
+        tokenizer.chat_template = template
+    pad = tokenizer.convert_ids_to_tokens(config.image_token_id)
+    if pad is None:
+        raise DossierError(f"the tokenizer has no token with the config's image_token_id {config.image_token_id}")
+    return TemplateChatProcessor(tokenizer, extra_stop_tokens=family.stop_tokens, vision=vision), vision
+
+
+def _marker_ids(config, family: FamilyInputs, tokenizer) -> tuple[int, int]:
+    """Ids of the tokens around an image: from the config, else from the tokenizer."""
+    for start_key, end_key in (("vision_start_token_id", "vision_end_token_id"),
+                               ("image_start_token_id", "image_end_token_id")):
+        start, end = getattr(config, start_key, None), getattr(config, end_key, None)
+        if start is not None and end is not None:
+            return start, end
+    if tokenizer is None:
+        raise DossierError(f"the config names no image start/end token ids ({family.start_token}, {family.end_token})")
+    return tokenizer.convert_tokens_to_ids(family.start_token), tokenizer.convert_tokens_to_ids(family.end_token)

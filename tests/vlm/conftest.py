@@ -1,0 +1,164 @@
+"""Tiny random vision-language models of the real architectures, saved as local model folders.
+
+Each folder holds the HF config and weights, a byte-level BPE tokenizer trained in the
+test with the family's special tokens and chat template, and the image processor's
+`preprocessor_config.json` (small pixel bounds), so the loader takes the AutoProcessor
+path a real model folder takes. Weights are drawn with a large standard deviation (the
+vision tower's too) so images change the logits and greedy choices are far from ties;
+the output rows of the image/video tokens are zeroed so greedy decoding never emits a
+placeholder, as real models do not.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+QWEN_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+GLM_TEMPLATE = (
+    "[gMASK]<sop>{% for msg in messages %}{% if msg.role == 'system' %}<|system|>\n{{ msg.content }}"
+    "{% elif msg.role == 'user' %}<|user|>\n{% if msg.content is string %}{{ msg.content }}{% else %}"
+    "{% for item in msg.content %}{% if item.type == 'image' or 'image' in item %}<|begin_of_image|><|image|><|end_of_image|>"
+    "{% elif item.type == 'text' %}{{ item.text }}{% endif %}{% endfor %}{% endif %}"
+    "{% elif msg.role == 'assistant' %}<|assistant|>\n{{ msg.content }}"
+    "{% elif msg.role == 'observation' %}<|observation|>\n{{ msg.content }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>", "<|vision_start|>", "<|vision_end|>",
+                "<|image_pad|>", "<|video_pad|>"]
+GLM_SPECIAL = ["<|endoftext|>", "[gMASK]", "<sop>", "<pad>", "<|begin_of_image|>", "<|end_of_image|>", "<|image|>",
+               "<|video|>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<|begin_of_video|>",
+               "<|end_of_video|>"]
+CORPUS = [
+    "File: annual-report, Page: 3. Revenue grew to $1,577 million in 2019 from $1,402 million.",
+    "Search results for: operating income 2019. The table on page 12 lists each segment.",
+    '{"tool": "search", "query": "revenue 2019"} {"tool": "answer", "answer": ["$1,577 million"]}',
+    "You are a document agent. Look at the page images and answer the question.",
+    "Question: what was the total revenue? Describe the chart and the table.",
+] * 4
+VOCAB = 448  # the model's rows (the tokenizer has 400)
+PIXELS = dict(min_pixels=28 * 28, max_pixels=84 * 84)  # 1 to 9 tokens per image: fast tests
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v")
+
+
+def build_tokenizer(family: str):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = GLM_SPECIAL if family == "glm4v" else QWEN_SPECIAL
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator(CORPUS, trainer)
+    eos = "<|user|>" if family == "glm4v" else "<|im_end|>"
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=eos, pad_token="<pad>", unk_token="<|endoftext|>")
+    tokenizer.chat_template = GLM_TEMPLATE if family == "glm4v" else QWEN_TEMPLATE
+    return tokenizer
+
+
+def build_config(family: str, tokenizer):
+    import transformers
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in tokenizer.all_special_tokens + list(tokenizer.added_tokens_encoder)}
+    text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6)
+    if family == "glm4v":
+        text["rope_parameters"] = dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5, mrope_section=[2, 1, 1])
+        vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, image_size=56)
+        return transformers.Glm4vConfig(
+            text_config=text, vision_config=vision, image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"],
+            image_start_token_id=ids["<|begin_of_image|>"], image_end_token_id=ids["<|end_of_image|>"],
+            video_start_token_id=ids["<|begin_of_video|>"], video_end_token_id=ids["<|end_of_video|>"])
+    markers = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
+                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
+    if family == "qwen3_vl":
+        text.update(head_dim=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[4, 2, 2],
+                                                      mrope_interleaved=True))
+        vision = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, patch_size=16,
+                      num_position_embeddings=64, deepstack_visual_indexes=[0, 1])
+        return transformers.Qwen3VLConfig(text_config=text, vision_config=vision, **markers)
+    text["rope_parameters"] = dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3])
+    if family == "qwen2_vl":
+        vision = dict(depth=2, embed_dim=32, hidden_size=64, num_heads=4, mlp_ratio=2)
+        return transformers.Qwen2VLConfig(text_config=text, vision_config=vision, **markers)
+    vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, window_size=56,
+                  fullatt_block_indexes=[1])
+    return transformers.Qwen2_5_VLConfig(text_config=text, vision_config=vision, **markers)
+
+
+MODEL_CLASSES = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+                 "qwen3_vl": "Qwen3VLForConditionalGeneration", "glm4v": "Glm4vForConditionalGeneration"}
+
+
+@torch.no_grad()
+def build_model(family: str, tokenizer, seed: int = 0, std: float = 0.25):
+    import transformers
+
+    config = build_config(family, tokenizer)
+    torch.manual_seed(seed)
+    model = getattr(transformers, MODEL_CLASSES[family])(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    for name, param in model.named_parameters():
+        if "norm" in name or "ln_q" in name:
+            param.fill_(1.0 if name.endswith("weight") else 0.0)
+        elif name.endswith("bias"):
+            param.normal_(0.0, 0.02, generator=generator)
+        else:
+            param.copy_(torch.randn(param.shape, generator=generator) * std)
+    vocab = tokenizer.get_vocab()
+    banned = [vocab[t] for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|image|>",
+                                 "<|video|>", "<|begin_of_image|>", "<|end_of_image|>") if t in vocab]
+    model.lm_head.weight[banned] = 0.0  # never generate a placeholder (the HF reference could not take it back)
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def image_processor(family: str):
+    import transformers
+
+    name = "Glm4vImageProcessorPil" if family == "glm4v" else "Qwen2VLImageProcessorPil"
+    extra = dict(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3) if family == "qwen3_vl" else {}
+    pixels = dict(PIXELS, max_pixels=2 * 84 * 84) if family == "glm4v" else PIXELS
+    if family == "qwen3_vl":
+        pixels = dict(min_pixels=32 * 32, max_pixels=96 * 96)
+    return getattr(transformers, name)(size={"shortest_edge": pixels["min_pixels"], "longest_edge": pixels["max_pixels"]},
+                                       **extra)
+
+
+def save_model(folder, family: str):
+    tokenizer = build_tokenizer(family)
+    model = build_model(family, tokenizer)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    image_processor(family).save_pretrained(folder)
+    return model, tokenizer
+
+
+def make_image(width: int, height: int, seed: int):
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    return Image.fromarray(pixels)
+
+
+@pytest.fixture(scope="session", params=FAMILIES)
+def vl_model(request, tmp_path_factory):
+    """(family, folder, HF reference model, tokenizer) of a tiny random model of each family."""
+    family = request.param
+    folder = tmp_path_factory.mktemp(f"tiny-{family}")
+    model, tokenizer = save_model(folder, family)
+    return family, folder, model, tokenizer

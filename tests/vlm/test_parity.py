@@ -1,0 +1,112 @@
+"""The engine equals a full recompute of the whole history in HF transformers (fp32, tiny random models).
+
+A 3-turn session whose turns 2 and 3 append new images: every turn's greedy tokens equal
+HF `generate` on the whole history (every image, positions from HF's own get_rope_index),
+and every logits row the engine sampled from is within 1e-4 of HF's full forward over
+the final conversation. Chunked prefill that splits images across steps, batching of
+sessions and preemption with recompute must not change a token.
+"""
+
+import pytest
+import torch
+
+from engine import Engine, EngineConfig, SamplingParams
+from tests.vlm.conftest import make_image
+from tests.vlm.reference import LogitSpy, hf_greedy, hf_inputs, hf_logits
+
+TOLERANCE = 1e-4  # max |Δlogit| in fp32
+NEW = 6  # tokens generated per turn
+
+
+def engine_for(folder, **config) -> Engine:
+    config.setdefault("block_size", 4)
+    config.setdefault("num_kv_blocks", 512)
+    return Engine.from_pretrained(str(folder), EngineConfig(**config))
+
+
+def conversation(seed: int) -> list[tuple[str, str, list]]:
+    """Three turns: (role, text, images); turns 2 and 3 add new images of different sizes."""
+    return [
+        ("user", f"Question {seed}: what was the total revenue? File: annual-report, Page: 3",
+         [make_image(56, 84, seed)]),
+        ("user", "Search results for: revenue 2019 <image> File: annual-report, Page: 12 <image>",
+         [make_image(84, 56, seed + 100), make_image(84, 84, seed + 200)]),
+        ("user", "File: annual-report, Page: 19", [make_image(28, 56, seed + 300)]),
+    ]
+
+
+def run_turns(engine: Engine, sessions: list, turns: list[list], new: int = NEW) -> list[list[list[int]]]:
+    """Run every session's turns in lockstep (each turn: append, submit all, step until done)."""
+    outputs = [[] for _ in sessions]
+    for turn in range(len(turns[0])):
+        requests = []
+        for session, plan in zip(sessions, turns):
+            role, text, images = plan[turn]
+            session.append_message(role, text, images=images)
+            session.append_generation_prompt()
+            requests.append(session.submit(SamplingParams(max_new_tokens=new, ignore_eos=True)))
+        engine.run_until_idle()
+        for out, request in zip(outputs, requests):
+            out.append(request.wait().output_token_ids)
+    return outputs
+
+
+def check_logits(spy: LogitSpy, session, model, vision, prompt_lengths: list[int]) -> float:
+    """Every sampled row equals HF's full forward of the final conversation at the same position.
+
+    Row j of a turn whose prompt has n tokens predicts token n + j, so it is HF's row n - 1 + j.
+    """
+    full = hf_logits(model, hf_inputs(session, vision))
+    positions = [n - 1 + j for n in prompt_lengths for j in range(NEW)]
+    ours = torch.stack(spy.rows[session.seq.seq_id])
+    assert ours.shape[0] == len(positions), (ours.shape, len(positions))
+    delta = (ours - full[positions]).abs()
+    assert delta.max() <= TOLERANCE, f"max |Δlogit| {delta.max():.3g}, mean {delta.mean():.3g} over {len(positions)} rows"
+    return float(delta.max())
+
+
+@pytest.mark.parametrize("token_budget", [2048, 5])
+def test_three_turns_with_new_images_match_full_recompute(vl_model, token_budget):
+    family, folder, model, _ = vl_model
+    engine = engine_for(folder, max_num_batched_tokens=token_budget)
+    spy = LogitSpy(engine)
+    session = engine.open_session()
+    vision = engine.processor.vision
+    prompt_lengths = []
+    for turn, (role, text, images) in enumerate(conversation(seed=1)):
+        session.append_message(role, text, images=images)
+        session.append_generation_prompt()
+        prompt_lengths.append(session.num_tokens)
+        inputs = hf_inputs(session, vision)
+        reply = session.generate(SamplingParams(max_new_tokens=NEW, ignore_eos=True))
+        assert reply.output_token_ids == hf_greedy(model, inputs, NEW), f"{family} turn {turn + 1} diverged"
+        if turn:
+            assert reply.counters.tokens_cached == reply.history_tokens - 1, "history was recomputed"
+    check_logits(spy, session, model, vision, prompt_lengths)
+    assert engine.stats()["vision"]["images_encoded"] == 4
+
+
+def test_batched_sessions_equal_single_sessions(vl_model):
+    family, folder, _, _ = vl_model
+    plans = [conversation(seed=10 * i) for i in range(4)]
+    batched = engine_for(folder, max_num_batched_tokens=64)
+    together = run_turns(batched, [batched.open_session() for _ in plans], plans)
+    assert batched.counters.forward_steps < 4 * 3 * NEW, "sessions were not batched together"
+    alone = []
+    for plan in plans:
+        single = engine_for(folder)
+        alone += run_turns(single, [single.open_session()], [plan])
+    assert together == alone, f"{family}: batching changed the tokens"
+
+
+def test_preemption_and_recompute_keep_tokens_exact(vl_model):
+    """A small KV pool and no encoder cache: sessions lose blocks, recompute, and re-encode their images."""
+    family, folder, _, _ = vl_model
+    plans = [conversation(seed=7 * i + 1) for i in range(4)]
+    tight = engine_for(folder, num_kv_blocks=64, max_num_batched_tokens=24, encoder_cache_gib=0.0)
+    outputs = run_turns(tight, [tight.open_session() for _ in plans], plans)
+    stats = tight.stats()
+    assert stats["preemptions"] > 0, stats
+    assert stats["vision"]["images_encoded"] > 16, "recompute should have re-encoded images (no encoder cache)"
+    roomy = engine_for(folder)
+    assert outputs == run_turns(roomy, [roomy.open_session() for _ in plans], plans), f"{family}: preemption changed tokens"
