@@ -45,6 +45,13 @@ def bench_engine(
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
+    images: Annotated[
+        bool,
+        typer.Option("--images", help="Each turn appends 3-5 page images (labelled File/Page, as the BM25 agent shows "
+                     "hits) instead of tool text; needs a vision-language model, e.g. --model qwen2.5-vl-small."),
+    ] = False,
+    image_max_pixels: Annotated[int, typer.Option(help="With --images: pixel cap of each page as the model sees it.")] = 200_704,
+    corpus: Annotated[str | None, typer.Option(help="With --images: render pages of this corpus instead of synthetic pages.")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Agent-like workload through Dossier's engine and through a naive HF `generate` loop.
@@ -58,6 +65,10 @@ def bench_engine(
         $ dossier bench engine
         dossier engine 168.0 s · naive HF generate 684.1 s (scaled from 4 sessions) · speedup 4.07x
         cache reuse 0.999 · prefill 526.1 tok/s · decode 78.6 tok/s · outputs match: yes
+
+    With `--images` (a vision-language model), every turn shows 3-5 page images; the naive
+    peer re-sends and re-encodes every image of the history each turn:
+        $ dossier bench engine --images --model qwen2.5-vl-small --sessions 8 --turns 3
     """
     import torch
 
@@ -70,12 +81,21 @@ def bench_engine(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
         dtype=dtype, block_size=block_size,
     )
-    workload = Workload(sessions=sessions, turns=turns, tool_tokens=tool_tokens, new_tokens=new_tokens, seed=seed)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     load_before = os.getloadavg()[0]
-    result = run_benchmark(
-        model, workload, config, naive_sessions=naive_sessions or None, with_vllm=vllm, progress=progress
-    )
+    if images:
+        from dataclasses import replace
+
+        from engine.benchmark_images import ImageWorkload, run_image_benchmark
+
+        config = replace(config, image_max_pixels=image_max_pixels)
+        workload = ImageWorkload(sessions=sessions, turns=turns, new_tokens=new_tokens, seed=seed, corpus=corpus)
+        result = run_image_benchmark(model, workload, config, naive_sessions=naive_sessions or None, progress=progress)
+    else:
+        workload = Workload(sessions=sessions, turns=turns, tool_tokens=tool_tokens, new_tokens=new_tokens, seed=seed)
+        result = run_benchmark(
+            model, workload, config, naive_sessions=naive_sessions or None, with_vllm=vllm, progress=progress
+        )
     result["load_average"] = {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)}
     if fmt is OutputFormat.json:
         emit_json(result)
@@ -89,6 +109,13 @@ def bench_engine(
         f"cache reuse {result['cache_reuse_fraction']:.3f} · prefill {result['prefill_tok_s']} tok/s · "
         f"decode {result['decode_tok_s']} tok/s · outputs match: {'yes' if result['outputs_match'] else 'no'}"
     )
+    if images:
+        vision = result["vision"]
+        typer.echo(
+            f"pages shown {result['pages_shown']} · {result['image_tokens_per_page']} tokens/page · "
+            f"images encoded: dossier {vision.get('images_encoded')} vs naive {result['naive_images_encoded']} "
+            f"(naive on {result['naive_sessions_measured']} sessions)"
+        )
     if "ratio_vs_vllm" in result:
         typer.echo(f"vLLM (prefix caching) {result['vllm_s']:.1f} s · dossier/vLLM speed ratio {result['ratio_vs_vllm']:.2f}x")
 

@@ -109,7 +109,9 @@ def build_vl_adapter(config, folder: Path | None, name: str, device: str, dtype:
 def random_init(adapter: VisionLanguageAdapter, seed: int = 0) -> None:
     """Random weights: norms 1, biases 0, LM weights N(0, initializer_range), tower weights N(0, 0.02).
 
-    Drawn on the weights' device, so a 7B shape initialises in seconds on a GPU.
+    Drawn on the weights' device, so a 7B shape initialises in seconds on a GPU. The output rows
+    of the image/video marker tokens are zero, so greedy decoding never emits a placeholder (a
+    trained model does not; a history holding one would be invalid input for the HF peer).
     """
     device = adapter.embed_tokens.weight.device
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -122,3 +124,8 @@ def random_init(adapter: VisionLanguageAdapter, seed: int = 0) -> None:
         else:
             std = 0.02 if name.startswith("visual.") else lm_std
             param.copy_(torch.empty(param.shape, dtype=torch.float32, device=device).normal_(0.0, std, generator=generator))
+    config = adapter.config
+    markers = [getattr(config, key, None) for key in ("image_token_id", "video_token_id", "vision_start_token_id",
+                                                      "vision_end_token_id", "image_start_token_id", "image_end_token_id")]
+    head = adapter.embed_tokens.weight if adapter.lm_head is None else adapter.lm_head.weight
+    head[[m for m in markers if m is not None and m < head.shape[0]]] = 0.0
