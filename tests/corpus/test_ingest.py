@@ -170,3 +170,16 @@ def test_render_is_cached(tmp_path):
     cached = list((tmp_path / "c" / "renders" / "doc").glob("*.png"))
     assert len(cached) == 1 and first.size == (595, 842)
     assert store.render("doc", 1, RenderSettings(dpi=72)).tobytes() == first.tobytes()
+
+
+@pytest.mark.parametrize("size", [(595.0, 842.0), (612.0, 792.0), (300.5, 7000.25), (35000.0, 35000.0)])
+@pytest.mark.parametrize("cap", [4096, 50_000, 1_003_520])
+def test_the_pixel_cap_holds_after_rounding_each_side_up(size, cap):
+    """The pixmap rounds width and height up; the scale accounts for it (188 x 266 once overshot a 50,000 cap)."""
+    import math
+
+    from tools.corpus.render import RenderSettings, render_scale
+
+    scale = render_scale(*size, RenderSettings(dpi=300, max_pixels=cap))
+    assert math.ceil(size[0] * scale) * math.ceil(size[1] * scale) <= cap
+    assert size[0] * scale * size[1] * scale > 0.95 * cap  # and stays close to it

@@ -40,6 +40,9 @@ def render_scale(width_pt: float, height_pt: float, settings: RenderSettings) ->
     pixels = width_pt * scale * height_pt * scale
     if pixels > settings.max_pixels:
         scale *= math.sqrt(settings.max_pixels / pixels) * 0.999
+        # the pixmap rounds each side up: shrink until the rounded size fits the cap too
+        while math.ceil(width_pt * scale) * math.ceil(height_pt * scale) > settings.max_pixels:
+            scale *= 0.995
     return scale
 
 
