@@ -21,6 +21,7 @@ class PageHit:
     page: int
     score: float
     text: str  # the page text, cut to an excerpt around the matched words
+    image: object | None = None  # the rendered page (PIL image) when the agent observes images
 
 
 def excerpt(text: str, words: set[str], max_chars: int) -> str:
@@ -89,6 +90,18 @@ class AgentEnv:
         words = {str(self.searcher.index.vocab[t]) for t in positive_tokens(node, self.searcher.index)}
         return [PageHit(h.document, h.page, h.score, excerpt(self.store.page(h.document, h.page).text, words,
                                                               self.page_chars)) for h in hits], None
+
+    def page_image(self, document: str, page: int, dpi: int, max_pixels: int):
+        """A page rendered by the corpus store (cached as PNG in the corpus) as a PIL RGB image."""
+        from tools.corpus import RenderSettings
+
+        return self.store.render(document, page, RenderSettings(dpi=dpi, max_pixels=max_pixels))
+
+    def with_images(self, hits: list[PageHit], dpi: int, max_pixels: int) -> list[PageHit]:
+        """The hits with their rendered page images attached."""
+        from dataclasses import replace
+
+        return [replace(h, image=self.page_image(h.document, h.page, dpi, max_pixels)) for h in hits]
 
     def page_text(self, document: str, page: int, query: str | None = None) -> str:
         """A page's text cut to `page_chars` (around the query's words when given)."""

@@ -86,7 +86,9 @@ class Episode:
         """System prompt and question (plus pages for rag/oracle)."""
         s, q = self.settings, self.question
         if s.agent == "bm25":
-            system = (s.system_prompt or prompts.SEARCH_AGENT_SYSTEM).replace("{k}", str(s.k))
+            system = s.system_prompt or (prompts.for_images(prompts.SEARCH_AGENT_SYSTEM) if self.images
+                                         else prompts.SEARCH_AGENT_SYSTEM)
+            system = system.replace("{k}", str(s.k))
             user = prompts.format_question(q.question) + prompts.turn_footer(s.max_iterations)
             return self._turn([("system", system), ("user", user)], allow_search=s.max_iterations > 1)
         if s.agent == "closed-book":
@@ -97,21 +99,37 @@ class Episode:
             self.search_history.append(q.question)
             self._retrieved = {"query": q.question, "pages": [{"document": h.document, "page": h.page} for h in hits],
                                "error": error}
-            pages = [(h.document, h.page, h.text) for h in hits]
+            pages = [(h.document, h.page) for h in hits]
         else:  # oracle: the gold evidence pages, in gold order
-            pages = [(e.document, e.page, self.env.page_text(e.document, e.page, q.question)) for e in q.evidence]
-        body = prompts.format_hits(None, pages) if pages else "(no pages)"
-        user = f"{body}\n\n{prompts.format_question(q.question)}"
+            pages = [(e.document, e.page) for e in q.evidence]
+        question = prompts.format_question(q.question)
+        if not pages:
+            user = f"(no pages)\n\n{question}"
+        elif self.images:
+            user = prompts.format_hit_images(None, [(d, p, self._image(d, p)) for d, p in pages]) + [f"\n{question}"]
+        else:
+            texts = [(d, p, self.env.page_text(d, p, q.question)) for d, p in pages]
+            user = f"{prompts.format_hits(None, texts)}\n\n{question}"
         return self._turn([("system", s.system_prompt or prompts.READER_SYSTEM), ("user", user)], allow_search=False)
 
-    def _turn(self, messages: list[tuple[str, str]], allow_search: bool) -> Turn:
-        self._input_delta = "\n\n".join(f"<{role}> {content}" for role, content in messages)
+    @property
+    def images(self) -> bool:
+        """Pages are shown as rendered images (a vision model), not as text."""
+        return self.settings.observe == "image"
+
+    def _image(self, document: str, page: int):
+        return self.env.page_image(document, page, self.settings.image_dpi, self.settings.image_max_pixels)
+
+    def _turn(self, messages: list[tuple[str, object]], allow_search: bool) -> Turn:
+        self._input_delta = "\n\n".join(f"<{role}> {_as_text(content)}" for role, content in messages)
         return Turn(messages, allow_search)
 
-    def _observation(self, text: str) -> Turn:
-        """The next turn after a tool result or an error: observation + turns-left footer."""
+    def _observation(self, content) -> Turn:
+        """The next turn after a tool result or an error: observation (text or parts) + turns-left footer."""
         allow = self.turns_left > 1
-        return self._turn([(self.settings.message_role, text + prompts.turn_footer(self.turns_left))], allow)
+        footer = prompts.turn_footer(self.turns_left)
+        content = content + footer if isinstance(content, str) else [*content, footer.lstrip("\n")]
+        return self._turn([(self.settings.message_role, content)], allow)
 
     def force_answer(self, note: str) -> Turn:
         """A short turn demanding the answer now (used when the context is nearly full)."""
@@ -139,8 +157,15 @@ class Episode:
             return self._observation(prompts.MALFORMED.format(reason=call.reason))
         self.search_history.append(call.query)
         self._pending = _Pending(record, call)
-        env, k = self.env, self.settings.k
-        return ToolJob(lambda: _timed(lambda: env.search(call.query, k)))
+        env, s = self.env, self.settings
+        if not self.images:
+            return ToolJob(lambda: _timed(lambda: env.search(call.query, s.k)))
+
+        def search_and_render():  # rendering runs in the tool thread too, off the model's loop
+            hits, error = env.search(call.query, s.k)
+            return env.with_images(hits, s.image_dpi, s.image_max_pixels), error
+
+        return ToolJob(lambda: _timed(search_and_render))
 
     def on_tool_result(self, result) -> Turn | Done:
         """Record a search result and build the observation turn."""
@@ -153,8 +178,12 @@ class Episode:
             text = f"Search failed: {error}"
         else:
             pending.record["tool_result"] = {"pages": [{"document": h.document, "page": h.page} for h in hits]}
-            text = prompts.format_hits(pending.call.query, [(h.document, h.page, h.text) for h in hits]) if hits \
-                else prompts.NO_HITS
+            if not hits:
+                text = prompts.NO_HITS
+            elif self.images:
+                text = prompts.format_hit_images(pending.call.query, [(h.document, h.page, h.image) for h in hits])
+            else:
+                text = prompts.format_hits(pending.call.query, [(h.document, h.page, h.text) for h in hits])
         if self.turns_left <= 0:
             return self._finish("max_iterations")
         return self._observation(text)
@@ -187,6 +216,13 @@ class Episode:
                  "reason": self.reason}
         return {"id": self.question.id, "question": self.question.question, "agent": self.settings.agent,
                 "steps": self.steps, "final": final}
+
+
+def _as_text(content) -> str:
+    """A message's content for trajectories: images appear as <image WxH>."""
+    if isinstance(content, str):
+        return content
+    return "".join(part if isinstance(part, str) else f"<image {part.size[0]}x{part.size[1]}>" for part in content)
 
 
 def _timed(fn):

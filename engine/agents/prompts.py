@@ -8,7 +8,7 @@ possible, the document's own words, no sentences; cite each source page once.
 from __future__ import annotations
 
 __all__ = ["SEARCH_AGENT_SYSTEM", "READER_SYSTEM", "CLOSED_BOOK_SYSTEM", "format_hits", "format_question",
-           "turn_footer", "NO_HITS", "MALFORMED"]
+           "format_hit_images", "turn_footer", "NO_HITS", "MALFORMED", "for_images"]
 
 # No example values: the tiny default model copies any example answer verbatim, and the
 # structured-output schema already fixes the JSON shape, so the tools are described in words.
@@ -60,6 +60,22 @@ def format_hits(query: str | None, hits: list[tuple[str, int, str]]) -> str:
     head = f"Search results for: {query}\n\n" if query is not None else "Pages:\n\n"
     blocks = [f"[{i}] File: {doc}, Page: {page}\n{text.strip()}" for i, (doc, page, text) in enumerate(hits, start=1)]
     return head + "\n\n".join(blocks)
+
+
+def format_hit_images(query: str | None, hits: list[tuple[str, int, object]]) -> list:
+    """Observation for vision models: each hit labelled `File: X, Page: N` followed by its page image.
+
+    Returns message content parts (strings and PIL images) for `session.append_message`.
+    """
+    parts: list = [f"Search results for: {query}\n" if query is not None else "Pages:\n"]
+    for i, (doc, page, image) in enumerate(hits, start=1):
+        parts += [f"[{i}] File: {doc}, Page: {page}\n", image, "\n"]
+    return parts
+
+
+def for_images(system: str) -> str:
+    """A built-in system prompt with pages described as images instead of text."""
+    return system.replace("followed by the page text", "followed by an image of the page")
 
 
 def turn_footer(turns_left: int) -> str:

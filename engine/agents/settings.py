@@ -16,6 +16,7 @@ class AgentSettings:
     agent: str = "bm25"  # bm25 (MADQA's search agent), rag, oracle or closed-book
     k: int = 5  # pages per search (MADQA: 5)
     max_iterations: int = 10  # T: model calls per episode; the last one must answer (MADQA: 10)
+    observe: str = "auto"  # how hits are shown: "image" (rendered pages), "text", or "auto" (image for VL models)
     page_chars: int = 1500  # characters of page text shown per hit to text-only models
     image_dpi: int = 100  # page image resolution for vision models
     image_max_pixels: int = 1_003_520  # pixel cap per page image (Qwen-VL's 1280*28*28)
@@ -39,12 +40,24 @@ class AgentSettings:
             raise DossierError(f"max_iterations must be at least 1 (got {self.max_iterations})")
         if self.page_chars < 100:
             raise DossierError(f"page_chars must be at least 100 (got {self.page_chars})")
+        if self.observe not in ("auto", "text", "image"):
+            raise DossierError(f"observe must be 'auto', 'text' or 'image' (got {self.observe!r})")
         if self.search_mode not in ("boolean", "bag"):
             raise DossierError(f"search_mode must be 'boolean' or 'bag' (got {self.search_mode!r})")
         if self.rerank not in ("none", "late"):
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
         if self.max_new_tokens < 16:
             raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
+
+    def resolved(self, vision: bool) -> AgentSettings:
+        """These settings with `observe` decided for a model (`vision`: it takes images)."""
+        from dataclasses import replace
+
+        observe = self.observe if self.observe != "auto" else ("image" if vision else "text")
+        if observe == "image" and not vision:
+            raise DossierError("observe='image' needs a vision-language model (e.g. a Qwen2.5-VL folder); "
+                               "this model is text-only: use --observe text or auto")
+        return replace(self, observe=observe)
 
     def to_json(self) -> dict:
         return asdict(self)

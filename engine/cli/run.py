@@ -68,6 +68,8 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
     meta = _metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
     _check_resume(out, meta)
     engine = Engine.from_pretrained(model, config)
+    settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
+    meta["observe"] = settings.observe  # what "auto" became for this model
     documents = env.documents if env is not None and settings.cite_known_documents else None
     backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,6 +114,10 @@ def run_cmd(
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
     page_chars: Annotated[int, typer.Option(help="Characters of page text shown per hit.")] = 1500,
+    observe: Annotated[str, typer.Option(help="How hits are shown: image (rendered pages, vision models), text, or "
+                                              "auto (image when the model takes images).")] = "auto",
+    image_dpi: Annotated[int, typer.Option(help="DPI of page images shown to vision models.")] = 100,
+    image_max_pixels: Annotated[int, typer.Option(help="Pixel cap of each page image.")] = 1_003_520,
     max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn.")] = 256,
     search_mode: Annotated[str, typer.Option(help="boolean (MADQA's query language) or bag (free text).")] = "boolean",
     rerank: Annotated[str, typer.Option(help="none, or late: rerank search hits by late interaction "
@@ -137,6 +143,7 @@ def run_cmd(
         score it: dossier eval runs/bm25
     """
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
+                           observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device)
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
