@@ -30,7 +30,11 @@ def _check_resume(out: Path, meta: dict) -> None:
     path = out / "run.json"
     if not path.exists():
         return
+    from engine.agents.settings import AgentSettings
+
     old = json.loads(path.read_text())
+    if isinstance(old.get("settings"), dict):  # settings added since that run was started take their defaults
+        old["settings"] = AgentSettings(agent=old.get("agent", "bm25")).to_json() | old["settings"]
     keys = ("agent", "model", "questions", "corpus", "settings")
     diffs = [k for k in keys if old.get(k) != meta.get(k)]
     if diffs:
@@ -139,7 +143,7 @@ def run_cmd(
 
     Example:
         $ dossier run --agent bm25 --questions demo/sample/questions.jsonl --corpus demo/corpus --out runs/bm25
-        20 episodes in 301.4 s (239 episodes/h, 0.31 steps/s, 9.6 tok/s); finish: answered 17, max_iterations 3
+        20 episodes in 168.6 s (427 episodes/h, 1.09 steps/s, 52.3 tok/s); finish: answered 16, max_iterations 4
         score it: dossier eval runs/bm25
     """
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
