@@ -118,7 +118,7 @@ class RolloutRunner:
         out: the run directory (predictions.jsonl, trajectories.jsonl).
         concurrency: episodes in flight at once.
         tool_threads: threads running tool calls.
-        progress: called as progress(summary, total) after every finished episode.
+        progress: called as progress(summary, total) after every model step and every finished episode.
     """
 
     def __init__(self, backend, settings: AgentSettings, env, out: str | Path, concurrency: int = 16,
@@ -171,6 +171,8 @@ class RolloutRunner:
                     else:
                         in_flight -= self._advance(state, action, live, summary)
                 summary.seconds = time.perf_counter() - start
+                if self.progress and outputs:  # steps/s and tok/s move while long episodes run
+                    self.progress(summary, self._total)
         return summary
 
     def _advance(self, state: _Live, action: Turn | Done, live: dict, summary: RunSummary) -> int:
