@@ -25,13 +25,14 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
-# The main job on the embedded default model: sample suite -> ingest -> index -> the BM25
+# The main job on the embedded default model: sample suite -> ingest -> index -> retrieval table -> the BM25
 # agent on every question (SmolLM2-135M, all episodes batched) -> evaluation. Re-running
 # resumes: finished episodes are kept.
 demo: $(STAMP)
 	$(BIN)/dossier sample --out $(DEMO_DIR)/sample
 	$(BIN)/dossier ingest $(DEMO_DIR)/sample/pdfs --corpus $(DEMO_DIR)/corpus
 	$(BIN)/dossier index --corpus $(DEMO_DIR)/corpus
+	$(BIN)/dossier retrieval-eval --corpus $(DEMO_DIR)/corpus --questions $(DEMO_DIR)/sample/questions.jsonl
 	$(BIN)/dossier run --agent bm25 --model default --questions $(DEMO_DIR)/sample/questions.jsonl \
 		--corpus $(DEMO_DIR)/corpus --out $(DEMO_DIR)/run-bm25
 	$(BIN)/dossier eval $(DEMO_DIR)/run-bm25
