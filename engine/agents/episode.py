@@ -146,6 +146,8 @@ class Episode:
             record["retrieved"] = self._retrieved
         self.steps.append(record)
         if isinstance(call, AnswerCall):
+            if call.truncated:
+                record["repaired"] = "cut off by the token limit inside the citations; the complete ones were kept"
             self.answer = call
             return self._finish("answered")
         if isinstance(call, Malformed):

@@ -38,6 +38,7 @@ class SearchCall:
 class AnswerCall:
     answer: list[str]
     citations: list[Evidence] = field(default_factory=list)
+    truncated: bool = False  # cut off by the token limit after the answer list; the complete citations kept
 
     def to_json(self) -> dict:
         return {"name": "answer", "arguments": {"answer": self.answer, "citations": [c.to_json() for c in self.citations]}}
@@ -104,10 +105,16 @@ def parse_tool_call(raw: str, allow_search: bool = True) -> SearchCall | AnswerC
     start = text.find("{")
     if start < 0:
         return Malformed("no JSON object found")
+    truncated = False
     try:
-        obj, _end = json.JSONDecoder().raw_decode(text[start:])  # the first complete object; trailing text ignored
+        # the first complete object, trailing text ignored; strict=False admits raw control characters in
+        # strings, which xgrammar's length-bounded string rule lets through
+        obj, _end = json.JSONDecoder(strict=False).raw_decode(text[start:])
     except json.JSONDecodeError as err:
-        return Malformed(f"invalid JSON: {err.msg} at character {err.pos}")
+        obj = _cut_answer(text[start:])
+        if obj is None:
+            return Malformed(f"invalid JSON: {err.msg} at character {err.pos}")
+        truncated = True
     if not isinstance(obj, dict):
         return Malformed("the JSON is not an object")
     tool = obj.get("tool", obj.get("name"))
@@ -131,5 +138,48 @@ def parse_tool_call(raw: str, allow_search: bool = True) -> SearchCall | AnswerC
                 citations.append(Evidence.from_json(item, "citation"))
             except Exception:  # a bad citation costs the citation, not the answer
                 continue
-        return AnswerCall([str(a).strip() for a in answer], list(dict.fromkeys(citations)))
+        return AnswerCall([str(a).strip() for a in answer], list(dict.fromkeys(citations)), truncated)
     return Malformed(f"unknown tool {tool!r}; use 'search' or 'answer'")
+
+
+def _cut_answer(text: str) -> dict | None:
+    """An answer call cut off by the token limit inside its citations, closed at its last complete value.
+
+    The schema orders "answer" before "citations", so once the "citations" key is present the
+    answer list is complete: the answer and the citations finished before the cut are kept (a
+    weak model repeating citations until the limit otherwise loses a finished answer). Anything
+    cut earlier stays malformed.
+    """
+    closers = {"{": "}", "[": "]"}
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []  # (end of a complete value, closing brackets needed there)
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                cuts.append((i + 1, "".join(closers[b] for b in reversed(stack))))
+        elif ch == '"':
+            in_string = True
+        elif ch in closers:
+            stack.append(ch)
+        elif ch in "}]":
+            if not stack:
+                return None
+            stack.pop()
+            if not stack:
+                return None  # a complete object: not a cut-off one (the caller's decode failed elsewhere)
+            cuts.append((i + 1, "".join(closers[b] for b in reversed(stack))))
+    for end, closing in reversed(cuts[-64:]):
+        try:
+            obj = json.loads(text[:end] + closing, strict=False)
+        except json.JSONDecodeError:
+            continue  # e.g. cut after a key, before its value
+        if isinstance(obj, dict) and obj.get("tool") == "answer" and "citations" in obj:
+            return obj
+        return None
+    return None

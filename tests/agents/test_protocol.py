@@ -61,3 +61,20 @@ def test_parser_describes_what_is_wrong(raw, reason):
 
 def test_search_is_refused_on_the_forced_turn():
     assert isinstance(parse_tool_call('{"tool": "search", "query": "x"}', allow_search=False), Malformed)
+
+
+def test_an_answer_cut_off_in_its_citations_keeps_the_answer_and_complete_citations():
+    raw = ('{"tool": "answer", "answer": ["$1,577", "2019"], "citations": [{"document": "d", "page": 3}, '
+           '{"document": "d", "page": 4}, {"document": "d", "pa')
+    assert parse_tool_call(raw) == AnswerCall(["$1,577", "2019"], [Evidence("d", 3), Evidence("d", 4)], truncated=True)
+    cut_in_list = raw[:raw.index(', "citations"')] + ', "20'  # the answer list itself unfinished
+    assert isinstance(parse_tool_call(cut_in_list), Malformed)
+    cut_in_query = '{"tool": "search", "query": "revenue 20'
+    assert isinstance(parse_tool_call(cut_in_query), Malformed)
+    escaped = '{"tool": "answer", "answer": ["a \\"quoted\\" ]} word"], "citations": [{"document": "d", "page": 1}, {"do'
+    assert parse_tool_call(escaped) == AnswerCall(['a "quoted" ]} word'], [Evidence("d", 1)], truncated=True)
+
+
+def test_raw_control_characters_inside_strings_are_accepted():
+    """xgrammar's length-bounded string rule admits raw control characters; json's strict mode would not."""
+    assert parse_tool_call('{"tool": "search", "query": "net\tincome"}') == SearchCall("net\tincome")
