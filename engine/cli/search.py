@@ -17,9 +17,20 @@ RerankOpt = Annotated[str, typer.Option("--rerank", help="none, or late: HEAVEN-
                                                           "of the BM25 candidates (needs `dossier index --late`).")]
 LateModelOpt = Annotated[str, typer.Option("--late-model", help="Late-interaction model: minilm or a "
                                                                 "ColQwen/ColPali checkpoint directory.")]
+LateDeviceOpt = Annotated[str, typer.Option("--late-device", help="Where the late-interaction encoder runs: auto "
+                                                                  "(the GPU when there is one), cpu or cuda.")]
 
 
-def _ranker(corpus: Path, rerank: str, late_model: str):
+def _late_device(device: str) -> str:
+    """"auto": the GPU when torch sees one, else the CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _ranker(corpus: Path, rerank: str, late_model: str, late_device: str = "auto"):
     """A function (query, k, document, mode, snippets) -> hits, with or without the late reranker."""
     from tools.errors import DossierError
     from tools.search import Searcher
@@ -31,7 +42,7 @@ def _ranker(corpus: Path, rerank: str, late_model: str):
         raise DossierError(f"--rerank {rerank!r} is not one of none, late")
     from tools.late import LateReranker, late_search_hits
 
-    reranker = LateReranker.open(corpus, late_model)
+    reranker = LateReranker.open(corpus, late_model, device=_late_device(late_device))
     return searcher, lambda q, k, doc, mode, snip: late_search_hits(searcher, reranker, q, k, mode=mode, document=doc,
                                                                     snippets=snip)
 
@@ -43,6 +54,7 @@ def index_cmd(
     late: Annotated[str | None, typer.Option(help="Also build late-interaction page embeddings with this model: "
                                                   "minilm, or a ColQwen/ColPali checkpoint directory.")] = None,
     late_dtype: Annotated[str, typer.Option(help="Storage of the late embeddings: int8 or float16.")] = "int8",
+    late_device: LateDeviceOpt = "auto",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Build the BM25 + positional index of a corpus (written to CORPUS/index, memory-mapped on load).
@@ -67,7 +79,7 @@ def index_cmd(
         if late:
             from tools.late import build_late_index
 
-            stats["late"] = build_late_index(corpus, late, dtype=late_dtype)
+            stats["late"] = build_late_index(corpus, late, dtype=late_dtype, device=_late_device(late_device))
         emit_json(stats)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -88,7 +100,7 @@ def index_cmd(
 
         with bar_for(f"late {late}") as bar:
             task = bar.add_task("late", total=None)
-            info = build_late_index(corpus, late, dtype=late_dtype,
+            info = build_late_index(corpus, late, dtype=late_dtype, device=_late_device(late_device),
                                     progress=lambda done, total: bar.update(task, completed=done, total=total))
         typer.echo(f"late embeddings ({info['encoder']}, {info['dtype']}): {info['pages']} pages, {info['vectors']} "
                    f"vectors, {info['bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
@@ -102,6 +114,7 @@ def search_cmd(
     mode: ModeOpt = "boolean",
     rerank: RerankOpt = "none",
     late_model: LateModelOpt = "minilm",
+    late_device: LateDeviceOpt = "auto",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Search pages with BM25 and the Whoosh query language MADQA's agents used.
@@ -116,7 +129,7 @@ def search_cmd(
         1. 3M_2018_10K p.60  score 7.41
            … Purchases of property, plant and equipment … **capital** **expenditure** …
     """
-    searcher, rank = _ranker(corpus, rerank, late_model)
+    searcher, rank = _ranker(corpus, rerank, late_model, late_device)
     if searcher.stale:
         typer.secho("warning: the corpus changed since it was indexed; run `dossier index` to refresh", err=True,
                     fg=typer.colors.YELLOW)
@@ -138,6 +151,7 @@ def retrieval_eval_cmd(
     mode: ModeOpt = "bag",
     rerank: RerankOpt = "none",
     late_model: LateModelOpt = "minilm",
+    late_device: LateDeviceOpt = "auto",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Measure retrieval: each question's text is the query; recall@k and MRR against gold pages.
@@ -158,7 +172,7 @@ def retrieval_eval_cmd(
     items, errors = load_questions(questions)
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
-    _searcher, rank = _ranker(corpus, rerank, late_model)
+    _searcher, rank = _ranker(corpus, rerank, late_model, late_device)
     rows = []
     for q in items:
         hits = rank(q.question, k, None, mode, False)
