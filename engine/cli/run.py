@@ -145,7 +145,7 @@ def run_cmd(
 
     Example:
         $ dossier run --agent bm25 --questions demo/sample/questions.jsonl --corpus demo/corpus --out runs/bm25
-        20 episodes in 168.6 s (427 episodes/h, 1.09 steps/s, 52.3 tok/s); finish: answered 16, max_iterations 4
+        20 episodes in 179.5 s (401 episodes/h, 1.02 steps/s, 49.1 tok/s); finish: answered 17, max_iterations 3
         score it: dossier eval runs/bm25
     """
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
