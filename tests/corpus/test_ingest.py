@@ -183,3 +183,38 @@ def test_the_pixel_cap_holds_after_rounding_each_side_up(size, cap):
     scale = render_scale(*size, RenderSettings(dpi=300, max_pixels=cap))
     assert math.ceil(size[0] * scale) * math.ceil(size[1] * scale) <= cap
     assert size[0] * scale * size[1] * scale > 0.95 * cap  # and stays close to it
+
+
+def test_a_file_that_crashed_in_process_extraction_is_isolated_on_the_rerun(tmp_path, monkeypatch):
+    """Small batches are read in-process; a file that killed that process is read in a worker next time."""
+    src = tmp_path / "src"
+    make_pdf(src / "good.pdf", ["fine page"])
+    make_pdf(src / "crasher.pdf", ["this one takes the reader down"])
+    corpus = tmp_path / "c"
+    code = (
+        "import importlib, os\n"
+        "ingest_mod = importlib.import_module('tools.corpus.ingest')  # the package exports a function of that name\n"
+        "real = ingest_mod._extract\n"
+        "def extract(path, password, sha):\n"
+        "    if path.endswith('crasher.pdf'):\n"
+        "        os._exit(139)  # what a segfault in MuPDF does to the interpreter\n"
+        "    return real(path, password, sha)\n"
+        "ingest_mod._extract = extract\n"
+        f"ingest_mod.ingest([{str(src)!r}], {str(corpus)!r})\n"
+    )
+    crashed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert crashed.returncode == 139
+    marker = corpus / "ingest-inflight.txt"
+    assert marker.read_text().split(" ", 1)[1].strip().endswith("crasher.pdf")
+
+    import importlib
+
+    ingest_mod = importlib.import_module("tools.corpus.ingest")
+    isolated = []
+    real_pool = ingest_mod._run_pool
+    monkeypatch.setattr(ingest_mod, "_run_pool", lambda jobs, *a: (isolated.extend(j.path.name for j in jobs),
+                                                                     real_pool(jobs, *a)))
+    summary = ingest([src], corpus)
+    assert isolated == ["crasher.pdf"]  # only the suspect leaves the process
+    assert summary.documents + summary.skipped == 2 and not marker.exists()
+    assert {d.id for d in CorpusStore(corpus).documents()} == {"good", "crasher"}

@@ -27,6 +27,7 @@ __all__ = ["IngestConfig", "IngestSummary", "find_pdfs", "ingest", "OcrHook", "O
 log = logging.getLogger(__name__)
 
 INLINE_JOBS = 8  # at most this many files are extracted in-process unless workers is set
+INFLIGHT = "ingest-inflight.txt"  # names the file being extracted in-process (left behind by a crash)
 
 @dataclass(slots=True)
 class OcrOutcome:
@@ -216,8 +217,19 @@ def ingest(inputs: list[str | Path], corpus: str | Path, config: IngestConfig | 
             progress(done, len(paths), summary.pages)
 
     if workers <= 1:
+        # A file that killed an earlier in-process run (MuPDF can crash the interpreter) is left
+        # named in the in-flight marker: this time it runs isolated and fails alone.
+        suspects = _crashed_inline(store)
+        isolated = [job for job in jobs if job.sha256 in suspects]
+        if isolated:
+            _run_pool(isolated, config.password, 1, finished)
+        marker = store.root / INFLIGHT
         for job in jobs:
+            if job.sha256 in suspects:
+                continue
+            marker.write_text(f"{job.sha256} {job.path}\n")
             finished(job, _extract(str(job.path), config.password, job.sha256))
+        marker.unlink(missing_ok=True)
     else:
         _run_pool(jobs, config.password, workers, finished)
     if config.ocr is not None:
@@ -234,6 +246,18 @@ def ingest(inputs: list[str | Path], corpus: str | Path, config: IngestConfig | 
             summary.ocr_errors, summary.ocr_skipped, summary.ocr_seconds = outcome.errors, outcome.skipped, outcome.seconds
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _crashed_inline(store: CorpusStore) -> set[str]:
+    """sha256 of the file an earlier in-process extraction was working on when the process died."""
+    marker = store.root / INFLIGHT
+    if not marker.exists():
+        return set()
+    line = marker.read_text(encoding="utf-8", errors="replace").strip()
+    if line:
+        log.warning("the last ingest died while reading %s; it is now read in a separate process",
+                    line.split(" ", 1)[-1])
+    return {line.split(" ", 1)[0]} if line else set()
 
 
 def _run_pool(jobs: list[_Job], password: str | None, workers: int, finished) -> None:
