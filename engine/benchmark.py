@@ -114,6 +114,8 @@ class EngineLoop:
                     session.append_message(op[1], op[2])
                 elif op[0] == "prompt":
                     session.append_generation_prompt()
+                elif op[0] == "image":  # a page image without a chat template (benchmark_images.py)
+                    session.append_segment(self.engine.adapter.vision.image_segment(op[1]))
                 else:
                     session.append(op[1])
             requests.append(self.engine.submit(session, _sampling(self.workload)))
@@ -221,22 +223,36 @@ def run_benchmark(
     say("warming up")
     _warm_up(engine)
     _warm_up_hf(hf_model)
-    # Turns alternate between the two sides, so a load change on a shared machine hits both alike.
     say(f"{workload.sessions} sessions x {workload.turns} turns; naive peer on {measured} sessions, turns interleaved")
-    before = engine.stats()["phases"]
-    counters_before = replace(engine.counters)
     ours_loop = EngineLoop(engine, workload, plan)
     naive_loop = NaiveLoop(hf_model, engine, workload, plan, measured)
+    result = compare(engine, model, workload, ours_loop, naive_loop, measured, say)
+    ours_loop.close()
+    if with_vllm:
+        say("vLLM with prefix caching")
+        result.update(run_vllm(model, engine, workload, plan, result["dossier_s"]))
+    return result
+
+
+def compare(engine: Engine, model: str, workload, ours_loop: EngineLoop, naive_loop, measured: int, say) -> dict:
+    """Run both sides turn by turn, interleaved, and return the figures both benchmarks report.
+
+    Turns alternate between the two sides, so a load change on a shared machine hits both alike.
+    The engine's counters and phase times exclude the warm-up; the sessions stay open.
+    """
+    if engine.runner.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    before = engine.stats()["phases"]
+    counters_before = replace(engine.counters)
     ours_s = naive_measured_s = 0.0
     for turn in range(workload.turns):
         ours_s += ours_loop.run_turn(turn)
         naive_measured_s += naive_loop.run_turn(turn)
         say(f"  turn {turn + 1}/{workload.turns}: dossier {ours_s:.1f} s, naive {naive_measured_s:.1f} s so far")
-    ours_loop.close()
     ours, naive, naive_prefilled = ours_loop.outputs, naive_loop.outputs, naive_loop.tokens_prefilled
     stats = engine.stats()
     phases = {k: round(stats["phases"][k] - before[k], 4) for k in before}
-    counters = _minus(engine.counters, counters_before).as_dict()  # without the warm-up
+    counters = _minus(engine.counters, counters_before).as_dict()
     naive_s = naive_measured_s * workload.sessions / measured
     result = {
         "model": model,
@@ -263,9 +279,8 @@ def run_benchmark(
         "preemptions": stats["preemptions"],
         "attention_backend": stats["attention_backend"],
     }
-    if with_vllm:
-        say("vLLM with prefix caching")
-        result.update(run_vllm(model, engine, workload, plan, ours_s))
+    if engine.runner.device.type == "cuda":
+        result["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
     return result
 
 

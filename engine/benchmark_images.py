@@ -20,11 +20,11 @@ benchmark (`engine/benchmark.py`), plus image counts.
 
 import random
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
-from engine.benchmark import SYSTEM_PROMPT, WORDS, _minus
+from engine.benchmark import SYSTEM_PROMPT, WORDS, EngineLoop, compare
 from engine.config import EngineConfig
 from engine.llm_engine import Engine
 from engine.sampling_params import SamplingParams
@@ -109,42 +109,6 @@ def build_plan(engine: Engine, workload: ImageWorkload) -> list[list[list[tuple]
                 turns.append([("message", "user", [f"Search results for: {query}\n", *parts]), ("prompt",)])
         plan.append(turns)
     return plan
-
-
-def _sampling(workload: ImageWorkload) -> SamplingParams:
-    return SamplingParams(max_new_tokens=workload.new_tokens, min_new_tokens=workload.new_tokens)
-
-
-class EngineLoop:
-    """Dossier's side: every session in one engine; a turn appends to all, submits all, steps until done."""
-
-    def __init__(self, engine: Engine, workload: ImageWorkload, plan) -> None:
-        self.engine, self.workload, self.plan = engine, workload, plan
-        self.sessions = [engine.open_session() for _ in range(workload.sessions)]
-        self.outputs: list[list[list[int]]] = [[] for _ in self.sessions]
-
-    def run_turn(self, turn: int) -> float:
-        started = time.perf_counter()
-        requests = []
-        for session, steps in zip(self.sessions, self.plan):
-            for op in steps[turn]:
-                if op[0] == "message":
-                    session.append_message(op[1], op[2])
-                elif op[0] == "prompt":
-                    session.append_generation_prompt()
-                elif op[0] == "image":
-                    session.append_segment(self.engine.adapter.vision.image_segment(op[1]))
-                else:
-                    session.append(op[1])
-            requests.append(self.engine.submit(session, _sampling(self.workload)))
-        self.engine.run_until_idle()
-        for outputs, request in zip(self.outputs, requests):
-            outputs.append(request.wait().output_token_ids)
-        return time.perf_counter() - started
-
-    def close(self) -> None:
-        for session in self.sessions:
-            session.close()
 
 
 class NaiveLoop:
@@ -273,60 +237,23 @@ def run_image_benchmark(model: str, workload: ImageWorkload | None = None, confi
     hf_model = hf_reference_model(model, engine)
     say("warming up")
     _warm_up(engine, workload)
-    if engine.runner.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
     say(f"{workload.sessions} sessions x {workload.turns} turns, {workload.min_images}-{workload.max_images} pages per "
         f"turn; naive peer on {measured} sessions, turns interleaved")
-    before_phases, before_counters = engine.stats()["phases"], replace(engine.counters)
-    before_vision = engine.stats()["vision"]
+    vision_before = engine.stats()["vision"]
     ours_loop = EngineLoop(engine, workload, plan)
     naive_loop = NaiveLoop(hf_model, engine, workload, plan, measured)
-    ours_s = naive_measured_s = 0.0
-    for turn in range(workload.turns):
-        ours_s += ours_loop.run_turn(turn)
-        naive_measured_s += naive_loop.run_turn(turn)
-        say(f"  turn {turn + 1}/{workload.turns}: dossier {ours_s:.1f} s, naive {naive_measured_s:.1f} s so far")
-    image_tokens = sum(item.length for s in ours_loop.sessions for _, item in s.seq.mm_items)
-    pages_shown = sum(len(s.seq.mm_items) for s in ours_loop.sessions)
-    prompt_tokens = sum(len(s.seq) for s in ours_loop.sessions)
-    ours_loop.close()
-    stats = engine.stats()
-    phases = {k: round(stats["phases"][k] - before_phases[k], 4) for k in before_phases}
-    counters = _minus(engine.counters, before_counters).as_dict()
-    vision = {k: round(v - before_vision[k], 4) if k not in ("encoder_cache_entries", "encoder_cache_mib") else v
-              for k, v in stats["vision"].items()}
-    naive_s = naive_measured_s * workload.sessions / measured
-    ours = ours_loop.outputs
-    result = {
-        "model": model,
-        "device": str(engine.runner.device),
-        "dtype": str(engine.runner.dtype).removeprefix("torch."),
-        "torch_threads": torch.get_num_threads(),
-        "workload": asdict(workload),
-        "dossier_s": round(ours_s, 3),
-        "naive_s": round(naive_s, 3),
-        "naive_sessions_measured": measured,
-        "naive_measured_s": round(naive_measured_s, 3),
-        "speedup_vs_naive": round(naive_s / ours_s, 3),
-        "cache_reuse_fraction": round(counters["cache_reuse_fraction"], 4),
-        "prefill_tok_s": round(counters["tokens_prefilled"] / phases["prefill_time_s"], 1) if phases["prefill_time_s"] else None,
-        "decode_tok_s": round(phases["decode_tokens"] / phases["decode_time_s"], 1) if phases["decode_time_s"] else None,
-        "generated_tok_s": round(counters["tokens_generated"] / ours_s, 1),
-        "naive_generated_tok_s": round(measured * workload.turns * workload.new_tokens / naive_measured_s, 1),
-        "naive_tokens_prefilled": naive_loop.tokens_prefilled,
+    result = compare(engine, model, workload, ours_loop, naive_loop, measured, say)
+    sessions = ours_loop.sessions
+    image_tokens = sum(item.length for s in sessions for _, item in s.seq.mm_items)
+    pages_shown = sum(len(s.seq.mm_items) for s in sessions)
+    prompt_tokens = sum(len(s.seq) for s in sessions)
+    result.update({
         "naive_images_encoded": naive_loop.images_encoded,
         "image_token_fraction": round(image_tokens / max(prompt_tokens, 1), 4),
         "pages_shown": pages_shown,
         "image_tokens_per_page": round(image_tokens / max(1, pages_shown), 1),
-        "outputs_match": ours[:measured] == naive_loop.outputs,
-        "sessions_matching": sum(a == b for a, b in zip(ours, naive_loop.outputs)),
-        "counters": counters,
-        "phases": phases,
-        "vision": vision,
-        "kv_blocks_total": stats["kv_blocks_total"],
-        "preemptions": stats["preemptions"],
-        "attention_backend": stats["attention_backend"],
-    }
-    if engine.runner.device.type == "cuda":
-        result["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        "vision": {k: round(v - vision_before[k], 4) if k not in ("encoder_cache_entries", "encoder_cache_mib") else v
+                   for k, v in engine.stats()["vision"].items()},
+    })
+    ours_loop.close()
     return result
