@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.workloads.bm25_bench import run_bm25_bench  # noqa: E402
+from benchmarks.workloads.bm25_bench import run_bm25_bench  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     result = run_bm25_bench(num_docs=args.docs, small_docs=args.small_docs, n_queries=args.queries, k=args.k,
                             seed=args.seed, repeats=args.repeats, log=lambda m: print(m, file=sys.stderr))
     if args.gpu:
-        from kernels.workloads.bm25_bench import run_bm25_gpu_bench
+        from benchmarks.workloads.bm25_bench import run_bm25_gpu_bench
 
         result["gpu"] = run_bm25_gpu_bench(num_docs=args.docs, k=args.k, seed=args.seed,
                                            log=lambda m: print(m, file=sys.stderr))

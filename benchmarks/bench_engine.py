@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.benchmark import Workload, run_benchmark  # noqa: E402
-from engine.config import EngineConfig  # noqa: E402
+from benchmarks.engine_sessions import Workload, run_benchmark  # noqa: E402
+from engine.core.config import EngineConfig  # noqa: E402
 
 
 def main() -> None:

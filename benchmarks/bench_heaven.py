@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     from tools.late import HeavenConfig, build_late_index
-    from tools.late.evaluate import evaluate_late
+    from benchmarks.late_eval import evaluate_late
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", required=True)

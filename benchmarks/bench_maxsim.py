@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.workloads.maxsim_bench import run_maxsim_bench  # noqa: E402
+from benchmarks.workloads.maxsim_bench import run_maxsim_bench  # noqa: E402
 
 
 def main() -> None:

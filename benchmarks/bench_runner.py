@@ -65,7 +65,7 @@ def main() -> None:
     from engine.agents.env import AgentEnv
     from engine.agents.settings import AgentSettings
     from engine.datasets import load_questions
-    from engine.llm_engine import Engine
+    from engine.core.llm_engine import Engine
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -71,7 +71,7 @@ class EngineBackend:
         session.append_generation_prompt()
 
     def submit(self, session, allow_search: bool, seed: int):
-        from engine.sampling_params import SamplingParams
+        from engine.core.sampling_params import SamplingParams
 
         params = SamplingParams(temperature=self.temperature, seed=seed, max_new_tokens=self.max_new_tokens,
                                 json_schema=self.schemas[allow_search] if self.schemas else None)

@@ -72,8 +72,8 @@ def bench_engine(
     """
     import torch
 
-    from engine.benchmark import Workload, run_benchmark
-    from engine.config import EngineConfig
+    from benchmarks.engine_sessions import Workload, run_benchmark
+    from engine.core.config import EngineConfig
 
     if threads:
         torch.set_num_threads(threads)
@@ -86,7 +86,7 @@ def bench_engine(
     if images:
         from dataclasses import replace
 
-        from engine.benchmark_images import ImageWorkload, run_image_benchmark
+        from benchmarks.engine_images import ImageWorkload, run_image_benchmark
 
         config = replace(config, image_max_pixels=image_max_pixels)
         workload = ImageWorkload(sessions=sessions, turns=turns, new_tokens=new_tokens, seed=seed, corpus=corpus)

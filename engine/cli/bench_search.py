@@ -41,7 +41,7 @@ def bench_bm25_cmd(
         $ dossier bench bm25 --format json
         {"qps_ratio_vs_bm25s": 8.1, "topk_identical": true, "scaling_ratio_ours": 1.0, ...}
     """
-    from kernels.workloads.bm25_bench import run_bm25_bench
+    from benchmarks.workloads.bm25_bench import run_bm25_bench
 
     result = run_bm25_bench(num_docs=docs, small_docs=small_docs, n_queries=queries, k=k, seed=seed,
                             repeats=repeats, threads=threads, cache_dir=cache_dir, log=_stderr)
@@ -73,7 +73,7 @@ def bench_maxsim_cmd(
         $ dossier bench maxsim --format json
         {"p50_ms_ours": 9.8, "p50_ms_einsum": 31.0, "ratio_vs_einsum": 3.2, "max_rel_diff": 2e-07, ...}
     """
-    from kernels.workloads.maxsim_bench import run_maxsim_bench
+    from benchmarks.workloads.maxsim_bench import run_maxsim_bench
 
     result = run_maxsim_bench(pages=pages, vectors=vectors, dim=dim, query_vectors=query_vectors, dtype=dtype,
                               repeats=repeats, seed=seed)

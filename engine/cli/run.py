@@ -49,9 +49,9 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
     from engine.agents.env import AgentEnv
     from engine.agents.runner import RolloutRunner
     from engine.agents.settings import AgentSettings
-    from engine.config import EngineConfig
+    from engine.core.config import EngineConfig
     from engine.datasets import load_questions
-    from engine.llm_engine import Engine
+    from engine.core.llm_engine import Engine
     from tools.errors import DossierError
 
     settings = AgentSettings(agent=agent, **settings_kwargs)

@@ -3,7 +3,7 @@
 `CompletionJudge` turns any text-completion function `prompt -> reply` into a judge: it
 renders MADQA's rubric (`engine.eval.judge.build_judge_prompt`) and reads the verdict from
 the reply. `CompletionRowJudge` does the same for MuDABench's per-document row judge.
-`load_engine_judge(model)` builds one on Dossier's inference engine (`engine.llm_engine.Engine`),
+`load_engine_judge(model)` builds one on Dossier's inference engine (`engine.core.llm_engine.Engine`),
 imported only here, lazily, and only when `--judge MODEL` is given: each judgement is one chat
 turn in a fresh session, greedy, with the reply constrained to the verdict's JSON schema
 (structured output), so even a small local model always returns a readable verdict. The
@@ -120,8 +120,8 @@ def load_engine_complete(model: str, max_tokens: int = 256, json_schema: dict | 
             the `complete` entry point this adapter calls.
     """
     try:
-        llm_engine = importlib.import_module("engine.llm_engine")
-        sampling = importlib.import_module("engine.sampling_params")
+        llm_engine = importlib.import_module("engine.core.llm_engine")
+        sampling = importlib.import_module("engine.core.sampling_params")
     except ImportError as err:
         raise DossierError(
             f"--judge {model}: the LLM judge needs Dossier's inference engine (engine/llm_engine.py), which this "

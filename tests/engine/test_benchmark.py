@@ -1,6 +1,6 @@
 """The engine benchmark's two sides agree: the engine's greedy tokens equal HF generate's on every history."""
 
-from engine.benchmark import Workload, run_benchmark
+from benchmarks.engine_sessions import Workload, run_benchmark
 
 
 def test_text_benchmark_outputs_match_and_history_comes_from_cache():

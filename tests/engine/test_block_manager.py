@@ -1,7 +1,7 @@
 """Block manager: reference counts, prefix hashing, LRU eviction of cached blocks."""
 
-from engine.block_manager import BlockManager
-from engine.sequence import Sequence
+from engine.core.block_manager import BlockManager
+from engine.core.sequence import Sequence
 
 
 def seq_with(tokens: list[int], seq_id: int = 0, block_size: int = 4) -> Sequence:

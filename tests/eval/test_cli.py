@@ -90,7 +90,7 @@ def test_eval_errors_name_the_bad_input(tmp_path):
 
 
 def test_judge_flag_without_engine_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "engine.llm_engine", None)
+    monkeypatch.setitem(sys.modules, "engine.core.llm_engine", None)
     gold = write_jsonl(tmp_path / "q.jsonl", gold_rows())
     preds = write_jsonl(tmp_path / "p.jsonl", prediction_rows(right={1}))
     result = runner.invoke(app, ["eval", str(preds), "--gold", str(gold), "--judge", "qwen"])
@@ -142,7 +142,7 @@ def test_judge_flag_scores_semantic_accuracy_on_the_engine(tmp_path, monkeypatch
     from .test_judge import fake_engine_module
 
     log = []
-    monkeypatch.setitem(sys.modules, "engine.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
+    monkeypatch.setitem(sys.modules, "engine.core.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
     gold = write_jsonl(tmp_path / "q.jsonl", gold_rows(4))
     preds = write_jsonl(tmp_path / "p.jsonl", prediction_rows(right={0, 1}, n=4))  # q2, q3 answer "nope"
     result = runner.invoke(app, ["eval", str(preds), "--gold", str(gold), "--judge", "some-model", "--bootstrap", "0"])

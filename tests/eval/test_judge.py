@@ -61,7 +61,7 @@ def test_completion_judge_retries_then_gives_up():
 
 
 def test_engine_judge_without_engine_names_the_missing_piece(monkeypatch):
-    monkeypatch.setitem(sys.modules, "engine.llm_engine", None)  # import fails as if the module were absent
+    monkeypatch.setitem(sys.modules, "engine.core.llm_engine", None)  # import fails as if the module were absent
     with pytest.raises(DossierError, match="needs Dossier's inference engine"):
         load_engine_judge("some-model")
 
@@ -99,7 +99,7 @@ def fake_engine_module(log, reply):
 
 def test_engine_judge_runs_one_constrained_greedy_turn_per_item(monkeypatch):
     log = []
-    monkeypatch.setitem(sys.modules, "engine.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
+    monkeypatch.setitem(sys.modules, "engine.core.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
     judge = load_engine_judge("default")
     assert judge("What was revenue?", GOLD, "fifty") is Verdict.partial
     assert log[0] == ("load", "default")

@@ -3,8 +3,8 @@
 import numpy as np
 
 from kernels import topk_batch
-from kernels.workloads import SyntheticRecipe, build_score_matrix, load_or_build, sample_tokens
-from kernels.workloads.bm25_bench import (bm25s_retriever, compare_with_bm25s, df_matched_queries, doc_freqs,
+from benchmarks.workloads import SyntheticRecipe, build_score_matrix, load_or_build, sample_tokens
+from benchmarks.workloads.bm25_bench import (bm25s_retriever, compare_with_bm25s, df_matched_queries, doc_freqs,
                                           mid_frequency_queries)
 
 

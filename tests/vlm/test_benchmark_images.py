@@ -1,7 +1,7 @@
 """The image benchmark's two sides agree: the engine's greedy tokens equal HF generate's on every history."""
 
-from engine.benchmark_images import ImageWorkload, run_image_benchmark
-from engine.config import EngineConfig
+from benchmarks.engine_images import ImageWorkload, run_image_benchmark
+from engine.core.config import EngineConfig
 
 
 def test_image_benchmark_outputs_match_and_pages_are_encoded_once():

@@ -9,7 +9,7 @@ that hash on purpose and shows the failure the other test guards against.
 import torch
 
 from engine import SamplingParams
-from engine.sequence import Sequence
+from engine.core.sequence import Sequence
 from tests.vlm.conftest import make_image
 from tests.vlm.reference import LogitSpy
 from tests.vlm.test_parity import engine_for

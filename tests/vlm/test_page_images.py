@@ -3,7 +3,7 @@
 import pytest
 
 from engine import SamplingParams
-from engine.page_images import page_image_message
+from engine.agents.page_images import page_image_message
 from tests.pdfs import make_pdf
 from tests.vlm.test_parity import engine_for
 from tools.corpus import CorpusStore, IngestConfig, RenderSettings, ingest

@@ -12,10 +12,10 @@ still cached.
 
 from dataclasses import dataclass
 
-from engine.block_manager import BlockManager
-from engine.config import EngineConfig
-from engine.request import FinishReason, Request
-from engine.sequence import Sequence
+from engine.core.block_manager import BlockManager
+from engine.core.config import EngineConfig
+from engine.core.request import FinishReason, Request
+from engine.core.sequence import Sequence
 
 __all__ = ["Chunk", "Scheduler"]
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.benchmark import SYSTEM_PROMPT, WORDS, EngineLoop, compare
-from engine.config import EngineConfig
-from engine.llm_engine import Engine
-from engine.sampling_params import SamplingParams
+from benchmarks.engine_sessions import SYSTEM_PROMPT, WORDS, EngineLoop, compare
+from engine.core.config import EngineConfig
+from engine.core.llm_engine import Engine
+from engine.core.sampling_params import SamplingParams
 
 __all__ = ["ImageWorkload", "run_image_benchmark"]
 

@@ -8,10 +8,10 @@ last token of every chunk that reaches its sequence's end), never for the whole 
 
 import torch
 
-from engine.attention import AttentionMetadata, PagedAttention, PrefillSpan, resolve_backend
-from engine.config import EngineConfig
-from engine.encoder_cache import EncoderCache
-from engine.scheduler import Chunk
+from engine.core.attention import AttentionMetadata, PagedAttention, PrefillSpan, resolve_backend
+from engine.core.config import EngineConfig
+from engine.core.encoder_cache import EncoderCache
+from engine.core.scheduler import Chunk
 from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalChunk, MultimodalItem
 
 __all__ = ["ModelRunner", "kv_blocks_for_budget"]

@@ -18,10 +18,10 @@ images=[page_image])`, or content parts (`models.vision.page_image_content`). Ea
 costs `engine.processor.image_tokens(image)` tokens, known before it is appended.
 """
 
-from engine.counters import Counters
-from engine.request import Request
-from engine.sampling_params import SamplingParams
-from engine.sequence import Sequence
+from engine.core.counters import Counters
+from engine.core.request import Request
+from engine.core.sampling_params import SamplingParams
+from engine.core.sequence import Sequence
 from models.base import MultimodalItem, Segment
 from tools.errors import DossierError
 

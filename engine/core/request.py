@@ -4,9 +4,9 @@ import threading
 import time
 from enum import Enum
 
-from engine.counters import Counters
-from engine.sampling_params import SamplingParams
-from engine.sequence import Sequence
+from engine.core.counters import Counters
+from engine.core.sampling_params import SamplingParams
+from engine.core.sequence import Sequence
 from tools.errors import DossierError
 
 __all__ = ["FinishReason", "Request"]

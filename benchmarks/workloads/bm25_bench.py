@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..bm25 import ScoreMatrix, topk_batch
+from kernels.bm25 import ScoreMatrix, topk_batch
 from .bm25_synthetic import SyntheticRecipe, load_or_build
 
 __all__ = ["mid_frequency_queries", "df_matched_queries", "bm25s_retriever", "compare_with_bm25s", "run_bm25_bench",
@@ -193,7 +193,7 @@ def run_bm25_gpu_bench(num_docs: int = 1_000_000, n_queries: int = 4096, batch: 
     """Batched QPS of the Triton backend on CUDA against our single-thread Numba kernel, same queries."""
     import torch
 
-    from ..bm25_triton import GpuScoreMatrix
+    from kernels.bm25_triton import GpuScoreMatrix
 
     if not torch.cuda.is_available():
         raise RuntimeError("the GPU BM25 figure needs a CUDA device")

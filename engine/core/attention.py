@@ -108,7 +108,7 @@ class PagedAttention:
         group = heads // kv_heads
         out = torch.empty_like(q)
         if meta.decode_rows is not None and self.backend == "numba":
-            from engine.cpu_attention import paged_decode_torch
+            from engine.core.cpu_attention import paged_decode_torch
 
             batch = meta.decode_rows.shape[0]
             queries = q if meta.all_decode else q[meta.decode_rows]

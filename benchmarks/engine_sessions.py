@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 
-from engine.config import EngineConfig
-from engine.counters import Counters
-from engine.llm_engine import Engine
-from engine.sampling_params import SamplingParams
+from engine.core.config import EngineConfig
+from engine.core.counters import Counters
+from engine.core.llm_engine import Engine
+from engine.core.sampling_params import SamplingParams
 
 __all__ = ["Workload", "run_benchmark"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from ..bm25 import ScoreMatrix
+from kernels.bm25 import ScoreMatrix
 
 __all__ = ["SyntheticRecipe", "sample_tokens", "build_score_matrix", "load_or_build", "default_cache_dir"]
 

@@ -8,8 +8,8 @@ stop tokens are applied to the logits before either.
 
 import torch
 
-from engine.request import Request
-from engine.structured import GrammarCache
+from engine.core.request import Request
+from engine.core.structured import GrammarCache
 
 __all__ = ["sample"]
 

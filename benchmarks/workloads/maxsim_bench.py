@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from ..maxsim import einsum_maxsim_padded, maxsim
+from kernels.maxsim import einsum_maxsim_padded, maxsim
 
 __all__ = ["random_pages", "run_maxsim_bench"]
 

@@ -10,7 +10,7 @@ ever shared and a sequence only writes after its last token, so no copy-on-write
 
 from collections import OrderedDict
 
-from engine.sequence import Sequence
+from engine.core.sequence import Sequence
 
 __all__ = ["BlockManager"]
 

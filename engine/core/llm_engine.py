@@ -19,17 +19,17 @@ import time
 
 import torch
 
-from engine.block_manager import BlockManager
-from engine.config import EngineConfig
-from engine.counters import Counters
-from engine.model_runner import ModelRunner, kv_blocks_for_budget
-from engine.request import FinishReason, Request
-from engine.sampler import sample
-from engine.sampling_params import SamplingParams
-from engine.scheduler import Scheduler
-from engine.sequence import Sequence
-from engine.session import Session
-from engine.structured import GrammarCache
+from engine.core.block_manager import BlockManager
+from engine.core.config import EngineConfig
+from engine.core.counters import Counters
+from engine.core.model_runner import ModelRunner, kv_blocks_for_budget
+from engine.core.request import FinishReason, Request
+from engine.core.sampler import sample
+from engine.core.sampling_params import SamplingParams
+from engine.core.scheduler import Scheduler
+from engine.core.sequence import Sequence
+from engine.core.session import Session
+from engine.core.structured import GrammarCache
 from models.base import ModelAdapter, Segment
 from tools.errors import DossierError
 
