@@ -1,6 +1,6 @@
 """BM25 top-k: our Numba kernel vs bm25s's Numba backend on one synthetic 1M-page score matrix.
 
-Same code as `dossier bench bm25` (kernels/workloads/bm25_bench.py): seed, warm up, time both on
+Same code as `dossier bench bm25` (benchmarks/workloads/bm25_bench.py): seed, warm up, time both on
 the same matrix and queries (interleaved, best of N), check parity, print one JSON line with
 `qps_ratio_vs_bm25s`, `topk_identical` and the 1M/100k per-query time ratios.
 

@@ -1,6 +1,6 @@
 """Dossier's engine vs a naive Hugging Face `generate` loop on an agent-like workload.
 
-Same code as `dossier bench engine` (engine/benchmark.py): S sessions x T turns, each
+Same code as `dossier bench engine` (benchmarks/engine_sessions.py): S sessions x T turns, each
 turn appends ~N tokens of tool output and generates a fixed number of tokens; Dossier
 keeps every session's KV cache and batches all sessions, the naive loop re-sends each
 session's whole history to `generate`. Prints one comparable line on stderr and the

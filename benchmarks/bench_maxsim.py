@@ -1,6 +1,6 @@
 """MaxSim: our kernel vs colpali's einsum `score_multi_vector` formula on the same page vectors.
 
-Same code as `dossier bench maxsim` (kernels/workloads/maxsim_bench.py). Default: 32 query vectors
+Same code as `dossier bench maxsim` (benchmarks/workloads/maxsim_bench.py). Default: 32 query vectors
 x 100 pages x 768 vectors x 128 dims, fp16 storage, CPU. With `--device cuda` the fused Triton
 kernel runs instead (>= 5,000 pages recommended) and the line adds the fraction of HBM bandwidth.
 

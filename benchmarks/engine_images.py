@@ -15,7 +15,7 @@ token ids for the text and the family's image markers around each image.
   serving engine), on a subset of sessions, its time scaled to all of them.
 
 The two sides alternate turn by turn in one process; figures and fields as the text
-benchmark (`engine/benchmark.py`), plus image counts.
+benchmark (`benchmarks/engine_sessions.py`), plus image counts.
 """
 
 import random

@@ -1,7 +1,7 @@
 """`dossier bench bm25` and `dossier bench maxsim`: the search kernels against their peers.
 
 `register_bench(bench_app)` adds the commands to the `dossier bench` Typer group (created in
-`engine/cli/bench.py`). The workloads live in `kernels/workloads/` so the standalone scripts in
+`engine/cli/bench.py`). The workloads live in `benchmarks/workloads/` so the standalone scripts in
 `benchmarks/` and this CLI run the same code.
 """
 
