@@ -92,8 +92,14 @@ class ForwardBatch:
 class AttentionFn(Protocol):
     """The engine's paged attention, called by every layer of the adapter's forward."""
 
-    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """q (tokens, heads, head_dim), k/v (tokens, kv_heads, head_dim) -> (tokens, heads, head_dim)."""
+    def __call__(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None
+    ) -> torch.Tensor:
+        """q (tokens, heads, head_dim), k/v (tokens, kv_heads, head_dim) -> (tokens, heads, head_dim).
+
+        `window`: a sliding-window layer's span in tokens (each query sees the last `window` tokens up to
+        itself); None attends to the whole context.
+        """
         ...
 
 

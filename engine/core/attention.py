@@ -15,6 +15,10 @@ sequence's cache.
 - `flash_attn` (GPU, when installed): one `flash_attn_varlen_func` call with block
   tables reads the paged cache in place. Needs block_size % 256 == 0. Not exercised
   by the CPU test suite: it runs only on a CUDA machine with flash-attn.
+
+A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers): each
+query then sees only the last `window` cache rows up to itself (key index > query index
+- window, as transformers' sliding-window mask). The cache still holds every row.
 """
 
 import importlib.util
@@ -89,20 +93,47 @@ class PagedAttention:
         self.v_cache = v_cache
         self.meta = meta
         self.backend = backend
+        self._window_masks: dict[int, tuple] = {}  # window -> (decode mask, prefill masks), built once per step
 
-    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def __call__(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None
+    ) -> torch.Tensor:
         k_cache, v_cache = self.k_cache[layer], self.v_cache[layer]
         kv_heads, head_dim = k_cache.shape[-2:]
         k_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, k)
         v_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, v)
         if self.backend == "flash_attn":
-            return self._flash(q, k_cache, v_cache)
-        return self._sdpa(q, k, v, k_cache, v_cache)
+            return self._flash(q, k_cache, v_cache, window)
+        return self._sdpa(q, k, v, k_cache, v_cache, window)
+
+    def _masks(self, window: int | None) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:
+        """(decode mask, per-prefill masks) with keys more than `window` - 1 rows before their query masked out."""
+        meta = self.meta
+        if window is None:
+            return meta.decode_mask, [span.mask for span in meta.prefills]
+        if window not in self._window_masks:
+            decode_mask = meta.decode_mask
+            if decode_mask is not None:
+                keys = torch.arange(decode_mask.shape[-1], device=decode_mask.device)
+                decode_mask = decode_mask & (keys >= (meta.decode_lens - window).unsqueeze(1))[:, None, None, :]
+            prefill_masks = []
+            for span in meta.prefills:
+                if span.kv_len <= window:
+                    prefill_masks.append(span.mask)
+                    continue
+                device = span.block_table.device
+                queries = torch.arange(span.kv_len - span.length, span.kv_len, device=device).unsqueeze(1)
+                keys = torch.arange(span.kv_len, device=device).unsqueeze(0)
+                prefill_masks.append((keys <= queries) & (keys > queries - window))  # (length, kv_len)
+            self._window_masks[window] = (decode_mask, prefill_masks)
+        return self._window_masks[window]
 
     def _sdpa(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+        window: int | None = None,
     ) -> torch.Tensor:
         meta = self.meta
+        decode_mask, prefill_masks = self._masks(window)
         tokens, heads, head_dim = q.shape
         kv_heads = k_cache.shape[2]
         group = heads // kv_heads
@@ -113,7 +144,7 @@ class PagedAttention:
             batch = meta.decode_rows.shape[0]
             queries = q if meta.all_decode else q[meta.decode_rows]
             queries = queries.reshape(batch, kv_heads, group, head_dim).contiguous()  # grouped per KV head
-            attended = paged_decode_torch(queries, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens)
+            attended = paged_decode_torch(queries, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens, window)
             if meta.all_decode:
                 return attended.view(tokens, heads, head_dim)
             out[meta.decode_rows] = attended.view(batch, heads, head_dim)
@@ -124,9 +155,9 @@ class PagedAttention:
             keys = k_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
             values = v_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
             queries = q[meta.decode_rows].view(batch, kv_heads, group, head_dim)  # query heads grouped per KV head
-            attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=meta.decode_mask)
+            attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=decode_mask)
             out[meta.decode_rows] = attended.reshape(batch, heads, head_dim)
-        for span in meta.prefills:
+        for span, mask in zip(meta.prefills, prefill_masks):
             rows = slice(span.token_start, span.token_start + span.length)
             if span.mask is None:  # the chunk is the whole context: its fresh K/V are all there is
                 keys, values = k[rows].transpose(0, 1), v[rows].transpose(0, 1)  # (kv_heads, kv_len, D)
@@ -138,14 +169,14 @@ class PagedAttention:
                 queries.unsqueeze(0),
                 keys.unsqueeze(0),
                 values.unsqueeze(0),
-                attn_mask=span.mask,
-                is_causal=span.mask is None,
+                attn_mask=mask,
+                is_causal=mask is None,
                 enable_gqa=group > 1,
             )  # (1, heads, length, D)
             out[rows] = attended[0].transpose(0, 1)
         return out
 
-    def _flash(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
+    def _flash(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, window: int | None) -> torch.Tensor:
         from flash_attn import flash_attn_varlen_func
 
         meta = self.meta
@@ -158,5 +189,6 @@ class PagedAttention:
             max_seqlen_q=meta.max_seqlen_q,
             max_seqlen_k=meta.max_seqlen_k,
             causal=True,
+            window_size=(-1, -1) if window is None else (window - 1, 0),
             block_table=meta.block_tables,
         )

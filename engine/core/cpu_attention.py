@@ -26,18 +26,22 @@ except ImportError:  # pragma: no cover - numba is a core dependency
 __all__ = ["available", "paged_decode", "paged_decode_jit_ready", "paged_decode_torch"]
 
 
-def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, scale, out):
-    """q (B, kv_heads, group, D); caches (blocks, block_size, kv_heads, D); block_tables (B, max_blocks); out like q."""
+def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, out):
+    """q (B, kv_heads, group, D); caches (blocks, block_size, kv_heads, D); block_tables (B, max_blocks); out like q.
+
+    Query b attends to cache rows kv_starts[b] .. kv_lens[b] - 1 (a start above 0: a sliding window).
+    """
     batch, kv_heads, group, dim = q.shape
     block_size = k_cache.shape[1]
     for task in prange(batch * kv_heads):
         b = task // kv_heads
         h = task % kv_heads
-        length = kv_lens[b]
+        first = kv_starts[b]
+        length = kv_lens[b] - first
         scores = np.empty((group, length), dtype=np.float32)
         for t in range(length):
-            block = block_tables[b, t // block_size]
-            slot = t % block_size
+            block = block_tables[b, (first + t) // block_size]
+            slot = (first + t) % block_size
             for g in range(group):
                 acc = np.float32(0.0)
                 for d in range(dim):
@@ -56,8 +60,8 @@ def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, scale, ou
                 scores[g, t] /= total
         acc_out = np.zeros((group, dim), dtype=np.float32)
         for t in range(length):
-            block = block_tables[b, t // block_size]
-            slot = t % block_size
+            block = block_tables[b, (first + t) // block_size]
+            slot = (first + t) % block_size
             for g in range(group):
                 p = scores[g, t]
                 for d in range(dim):
@@ -76,16 +80,22 @@ def available() -> bool:
 
 
 def paged_decode_torch(
-    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, kv_lens: torch.Tensor
+    q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, kv_lens: torch.Tensor,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """Decode attention for float32 CPU tensors; q (B, kv_heads, group, D) -> same shape."""
+    """Decode attention for float32 CPU tensors; q (B, kv_heads, group, D) -> same shape.
+
+    `window`: attend only to the last `window` cache rows of each sequence (sliding-window layers).
+    """
     if paged_decode is None:
         raise missing_dependency("numba", "pip install numba")
     assert q.dtype == k_cache.dtype == v_cache.dtype == torch.float32 and q.device.type == "cpu"
     assert k_cache.is_contiguous() and v_cache.is_contiguous() and q.is_contiguous()
     out = torch.empty_like(q)
     scale = np.float32(q.shape[-1] ** -0.5)
+    starts = torch.zeros_like(kv_lens) if window is None else (kv_lens - window).clamp(min=0)
     paged_decode(
-        q.numpy(), k_cache.numpy(), v_cache.numpy(), block_tables.numpy(), kv_lens.numpy(), scale, out.numpy()
+        q.numpy(), k_cache.numpy(), v_cache.numpy(), block_tables.numpy(), kv_lens.numpy(), starts.numpy(), scale,
+        out.numpy(),
     )
     return out

@@ -1,4 +1,4 @@
-"""The numba decode kernel against the SDPA reference over a paged cache."""
+"""The numba decode kernel against the SDPA reference over a paged cache; sliding windows on both paths."""
 
 import numpy as np
 import pytest
@@ -10,13 +10,15 @@ from engine.core.cpu_attention import paged_decode_jit_ready, paged_decode_torch
 ATOL = 2e-6  # float32, summation order differs from SDPA
 
 
-def reference(q, k_cache, v_cache, block_tables, lens):
+def reference(q, k_cache, v_cache, block_tables, lens, window=None):
     batch, kv_heads, group, dim = q.shape
     span = block_tables.shape[1] * k_cache.shape[1]
     keys = k_cache[block_tables].view(batch, span, kv_heads, dim).transpose(1, 2)
     values = v_cache[block_tables].view(batch, span, kv_heads, dim).transpose(1, 2)
-    mask = (torch.arange(span)[None] < lens[:, None])[:, None, None, :]
-    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+    mask = torch.arange(span)[None] < lens[:, None]
+    if window is not None:
+        mask &= torch.arange(span)[None] >= lens[:, None] - window
+    return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask[:, None, None, :])
 
 
 def case(batch, kv_heads, group, dim, block_size, seed=0):
@@ -40,10 +42,73 @@ def test_numba_decode_matches_sdpa(shape):
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
 
 
+@pytest.mark.parametrize("window", [1, 3, 9])
+def test_numba_decode_honours_a_sliding_window(window):
+    q, k_cache, v_cache, tables, lens = case(6, 2, 2, 16, 4, seed=window)
+    got = paged_decode_torch(q, k_cache, v_cache, tables, lens, window)
+    want = reference(q, k_cache, v_cache, tables, lens, window)
+    diff = (got - want).abs()
+    assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
+    assert (got - paged_decode_torch(q, k_cache, v_cache, tables, lens)).abs().max() > 1e-3, "the window changed nothing"
+
+
 def test_plain_python_source_is_the_same_kernel():
     q, k_cache, v_cache, tables, lens = case(2, 2, 2, 8, 4, seed=3)
     out = np.empty(q.shape, dtype=np.float32)
     paged_decode_jit_ready(q.numpy(), k_cache.numpy(), v_cache.numpy(), tables.numpy(), lens.numpy(),
-                           np.float32(8 ** -0.5), out)
+                           np.zeros_like(lens.numpy()), np.float32(8 ** -0.5), out)
     diff = np.abs(out - paged_decode_torch(q, k_cache, v_cache, tables, lens).numpy())
+    assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
+
+
+def dense_attention(q, k, v, first_query: int, window: int | None) -> torch.Tensor:
+    """Rows first_query.. of causal (optionally sliding-window) attention over a whole sequence; q (n, heads, D)."""
+    n, heads, dim = q.shape
+    group = heads // k.shape[1]
+    keys, values = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    query_pos = torch.arange(first_query, n).unsqueeze(1)
+    key_pos = torch.arange(n).unsqueeze(0)
+    mask = key_pos <= query_pos
+    if window is not None:
+        mask &= key_pos > query_pos - window
+    out = F.scaled_dot_product_attention(q[first_query:].transpose(0, 1), keys.transpose(0, 1),
+                                         values.transpose(0, 1), attn_mask=mask)
+    return out.transpose(0, 1)
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "numba"])
+@pytest.mark.parametrize("window", [None, 1, 5, 64])
+def test_paged_attention_honours_a_per_call_window(backend, window):
+    """A prefill chunk at the end of a longer context and a decode token in one packed batch, with a window."""
+    from engine.core.attention import AttentionMetadata, PagedAttention, PrefillSpan
+
+    g = torch.Generator().manual_seed(7)
+    heads, kv_heads, dim, block_size = 4, 2, 8, 4
+    k_cache = torch.zeros(1, 32, block_size, kv_heads, dim)
+    v_cache = torch.zeros_like(k_cache)
+    perm = torch.randperm(32, generator=g)
+    lengths, starts = (23, 18), (10, 17)  # sequence A prefills rows 10..22, sequence B decodes row 17
+    tables = [perm[:6], perm[6:11]]
+    full = [(torch.randn(n, heads, dim, generator=g), torch.randn(n, kv_heads, dim, generator=g),
+             torch.randn(n, kv_heads, dim, generator=g)) for n in lengths]
+
+    def slots(table, rows):
+        return [int(table[i // block_size]) * block_size + i % block_size for i in rows]
+
+    for (_, k, v), table, start in zip(full, tables, starts):  # the cached part of each context
+        cached = torch.tensor(slots(table, range(start)))
+        k_cache[0].view(-1, kv_heads, dim)[cached] = k[:start]
+        v_cache[0].view(-1, kv_heads, dim)[cached] = v[:start]
+    new = [slice(start, n) for start, n in zip(starts, lengths)]
+    mask = torch.arange(23).unsqueeze(0) <= torch.arange(10, 23).unsqueeze(1)
+    meta = AttentionMetadata(
+        slot_mapping=torch.tensor(slots(tables[0], range(10, 23)) + slots(tables[1], [17])),
+        decode_rows=torch.tensor([13]), decode_block_tables=tables[1].unsqueeze(0), decode_lens=torch.tensor([18]),
+        decode_mask=(torch.arange(5 * block_size) < 18)[None, None, None, :],
+        prefills=[PrefillSpan(0, 13, 23, tables[0][:6], mask)],
+    )
+    q, k, v = (torch.cat([part[i][rows] for part, rows in zip(full, new)]) for i in range(3))
+    got = PagedAttention(k_cache, v_cache, meta, backend)(0, q, k, v, window=window)
+    want = torch.cat([dense_attention(*part, start, window) for part, start in zip(full, starts)])
+    diff = (got - want).abs()
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
