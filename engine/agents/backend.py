@@ -4,7 +4,7 @@ Both keep one conversation per episode and answer `step()` with the turns that f
 
     handle = backend.open()
     backend.append(handle, [("system", ...), ("user", ...)])
-    ticket = backend.submit(handle, allow_search=True, seed=...)
+    ticket = backend.submit(handle, turn, seed=...)
     for ticket, output in backend.step(): ...
 
 `EngineBackend` keeps each episode's KV cache in its engine session across turns, so a
@@ -57,12 +57,12 @@ class EngineBackend:
     def close(self, session) -> None:
         session.close()
 
-    def fits(self, session, messages: list[tuple[str, str]]) -> bool:
+    def fits(self, session, messages: list[tuple[str, str]], max_new_tokens: int | None = None) -> bool:
         """Would appending these messages and generating a full turn stay within the context?"""
         first = session.num_tokens == 0
         extra = sum(len(self.processor.render_message(role, content, first=first and i == 0).token_ids)
                     for i, (role, content) in enumerate(messages))
-        extra += len(self.processor.generation_prompt().token_ids) + self.max_new_tokens + 8  # + closing the open turn
+        extra += len(self.processor.generation_prompt().token_ids) + (max_new_tokens or self.max_new_tokens) + 8  # + closing
         return session.num_tokens + extra <= self.max_positions
 
     def append(self, session, messages: list[tuple[str, str]]) -> None:
@@ -70,11 +70,13 @@ class EngineBackend:
             session.append_message(role, content)
         session.append_generation_prompt()
 
-    def submit(self, session, allow_search: bool, seed: int):
+    def submit(self, session, turn, seed: int):
+        """Start the model call of `turn` (an `actions.Turn`): its own schema, else the tool-call schema."""
         from engine.core.sampling_params import SamplingParams
 
-        params = SamplingParams(temperature=self.temperature, seed=seed, max_new_tokens=self.max_new_tokens,
-                                json_schema=self.schemas[allow_search] if self.schemas else None)
+        schema = turn.schema if turn.schema is not None else (self.schemas[turn.allow_search] if self.schemas else None)
+        params = SamplingParams(temperature=self.temperature, seed=seed, json_schema=schema,
+                                max_new_tokens=turn.max_new_tokens or self.max_new_tokens)
         return self.engine.submit(session, params)
 
     def has_pending(self) -> bool:
@@ -116,6 +118,7 @@ class ScriptedBackend:
         self._ticket = 0
         self.opened = 0
         self.closed = 0
+        self.submitted: list[tuple[str, object]] = []  # (question id, Turn) of every model call, in order
 
     def open(self, qid: str = "") -> _Conversation:
         self.opened += 1
@@ -124,15 +127,16 @@ class ScriptedBackend:
     def close(self, conversation) -> None:
         self.closed += 1
 
-    def fits(self, conversation, messages) -> bool:
+    def fits(self, conversation, messages, max_new_tokens: int | None = None) -> bool:
         used = sum(len(c) for _, c in conversation.messages) + sum(len(c) for _, c in messages)
         return used <= self.context_chars
 
     def append(self, conversation, messages) -> None:
         conversation.messages.extend(messages)
 
-    def submit(self, conversation, allow_search: bool, seed: int):
+    def submit(self, conversation, turn, seed: int):
         self._ticket += 1
+        self.submitted.append((conversation.qid, turn))
         ticket = ("ticket", self._ticket)
         self._queue.append((ticket, conversation))
         return ticket

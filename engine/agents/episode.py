@@ -21,34 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.agents import prompts
+from engine.agents.actions import Done, ToolJob, Turn
 from engine.agents.env import AgentEnv
 from engine.agents.protocol import AnswerCall, Malformed, SearchCall, parse_tool_call
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Prediction, Question
 
-__all__ = ["Episode", "Turn", "ToolJob", "Done", "NO_ANSWER"]
+__all__ = ["Episode", "NO_ANSWER"]
 
 NO_ANSWER = "Maximum iterations reached without answer"
-
-
-@dataclass(slots=True)
-class Turn:
-    """Messages to append, then one model call."""
-
-    messages: list[tuple[str, str]]  # (role, content)
-    allow_search: bool  # False: the model must answer (schema admits only the answer tool)
-
-
-@dataclass(slots=True)
-class ToolJob:
-    """A tool call to run off the main loop; `run()` returns the value for `on_tool_result`."""
-
-    run: Callable[[], object]
-
-
-@dataclass(slots=True)
-class Done:
-    reason: str  # answered | max_iterations | malformed | context_exhausted | error
 
 
 @dataclass(slots=True)
@@ -136,9 +117,9 @@ class Episode:
         return self._turn([(self.settings.message_role, note)], allow_search=False)
 
     # --- model output -------------------------------------------------------------------
-    def on_output(self, raw: str, allow_search: bool, tokens: dict, model_s: float) -> ToolJob | Turn | Done:
+    def on_output(self, raw: str, turn: Turn, tokens: dict, model_s: float) -> ToolJob | Turn | Done:
         """Take one model turn; decide the next action."""
-        call = parse_tool_call(raw, allow_search)
+        call = parse_tool_call(raw, turn.allow_search)
         record = {"step": self.iterations + 1, "input_delta": self._input_delta, "raw_output": raw,
                   "tool_call": None if isinstance(call, Malformed) else call.to_json(), "tool_result": None,
                   "tokens": tokens, "timing": {"model_s": round(model_s, 4), "tool_s": 0.0}}
@@ -189,6 +170,9 @@ class Episode:
         if self.turns_left <= 0:
             return self._finish("max_iterations")
         return self._observation(text)
+
+    def on_children(self, children) -> Done:
+        raise AssertionError("the BM25-family agents spawn no child episodes")
 
     def _finish(self, reason: str) -> Done:
         self.reason = reason

@@ -1,13 +1,20 @@
 """The rollout runner: every question an episode, many in flight at once, resumable.
 
-Loop, one model step at a time:
+Episodes are built by their agent's factory (`engine/agents/registry.py`) and drive the
+runner through actions (`engine/agents/actions.py`). Loop, one model step at a time:
   1. admit questions until `concurrency` episodes are in flight (each opens a session);
   2. append the tool results that were started before the previous step — always at that
      fixed point, in start order, so a run is deterministic however fast tools finish —
      and submit the next turns;
   3. run one engine step (all episodes' prefills and decodes batched) while the tool
-     thread pool works on the searches started after the last step;
-  4. for each finished turn, parse the tool call: start the tool in the pool, or finish.
+     thread pool works on the tools started after the last step;
+  4. for each finished turn, hand the output to its episode: it starts a tool, submits
+     another turn, spawns child episodes, or finishes.
+
+Child episodes (a `Spawn`: Q-Guide's document chunks, the workflow's per-document
+extractions) each get their own session and run in the same steps as everything else; when
+the last one finishes, the parent continues with `on_children`. Only top-level episodes are
+written and count against `concurrency`.
 
 Each finished episode is appended to trajectories.jsonl and then predictions.jsonl
 (the commit marker), with an fsync. A killed run restarted with the same --out skips
@@ -27,7 +34,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.agents.episode import Done, Episode, ToolJob, Turn
+from engine.agents.actions import Done, Spawn, ToolJob, Turn
+from engine.agents.registry import agent_spec
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question, append_jsonl
 from tools.errors import DossierError
@@ -103,9 +111,12 @@ def _rewrite(path: Path, lines: list[str]) -> None:
 
 @dataclass
 class _Live:
-    episode: Episode
+    episode: object  # an AgentEpisode
     handle: object
     turn: Turn | None = None
+    parent: _Live | None = None  # set for a child episode
+    children: list | None = None  # a parent's children, while they run
+    children_left: int = 0
 
 
 class RolloutRunner:
@@ -135,69 +146,89 @@ class RolloutRunner:
         todo = deque(q for q in questions if q.id not in done)
         summary = RunSummary(skipped=len(questions) - len(todo))
         self._total = len(questions)
+        spec = agent_spec(self.settings.agent)
         start = time.perf_counter()
-        live: dict[object, _Live] = {}  # backend ticket -> episode waiting for its model turn
+        self._live: dict[object, _Live] = {}  # backend ticket -> episode waiting for its model turn
+        self._started_tools: list[tuple[Future, _Live]] = []  # tools started after the latest step
+        self._summary = summary
         in_flight = 0
-        started_tools: list[tuple[Future, _Live]] = []  # tools started after the latest step
         with ThreadPoolExecutor(self.tool_threads, thread_name_prefix="dossier-tool") as pool:
+            self._pool = pool
             while todo or in_flight:
                 while todo and in_flight < self.concurrency:
                     question = todo.popleft()
-                    state = _Live(Episode(question, self.settings, self.env), self.backend.open(question.id))
+                    state = _Live(spec.build(question, self.settings, self.env), self.backend.open(question.id))
                     in_flight += 1
-                    in_flight -= self._advance(state, state.episode.first_turn(), live, summary)
+                    in_flight -= self._advance(state, state.episode.first_turn())
                 # tools started before the previous step: their results join now, in start order
-                ready, started_tools = started_tools, []
+                ready, self._started_tools = self._started_tools, []
                 # with no model work pending there is nothing to overlap: the tools are awaited at once
                 outputs = self.backend.step() if self.backend.has_pending() else []
                 if not outputs and not ready and not self.backend.has_pending():
                     raise RuntimeError(f"rollout stalled with {in_flight} episodes in flight")  # a bug, never input
                 for future, state in ready:
-                    action = state.episode.on_tool_result(future.result())
-                    in_flight -= self._advance(state, action, live, summary)
+                    in_flight -= self._advance(state, state.episode.on_tool_result(future.result()))
                 for ticket, output in outputs:
-                    state = live.pop(ticket)
+                    state = self._live.pop(ticket)
                     summary.steps += 1
                     for key, name in (("generated", "tokens_generated"), ("prefilled", "tokens_prefilled"),
                                       ("cached", "tokens_cached")):
                         setattr(summary, name, getattr(summary, name) + int(output.tokens.get(key, 0)))
                     if output.error:
                         log.warning("question %s: the engine failed a turn: %s", state.episode.question.id, output.error)
-                        in_flight -= self._advance(state, state.episode.fail("error"), live, summary)
+                        in_flight -= self._advance(state, state.episode.fail("error"))
                         continue
-                    action = state.episode.on_output(output.text, state.turn.allow_search, output.tokens, output.model_s)
-                    if isinstance(action, ToolJob):
-                        started_tools.append((pool.submit(action.run), state))
-                    else:
-                        in_flight -= self._advance(state, action, live, summary)
+                    action = state.episode.on_output(output.text, state.turn, output.tokens, output.model_s)
+                    in_flight -= self._advance(state, action)
                 summary.seconds = time.perf_counter() - start
                 if self.progress and outputs:  # steps/s and tok/s move while long episodes run
                     self.progress(summary, self._total)
         return summary
 
-    def _advance(self, state: _Live, action: Turn | Done, live: dict, summary: RunSummary) -> int:
-        """Submit the next turn, or write a finished episode; returns 1 when the episode ended."""
+    def _advance(self, state: _Live, action) -> int:
+        """Carry out an episode's action; returns 1 when a top-level episode ended (0 otherwise)."""
         if isinstance(action, Turn):
-            if not self.backend.fits(state.handle, action.messages):
+            if not self.backend.fits(state.handle, action.messages, action.max_new_tokens):
                 action = state.episode.force_answer(CONTEXT_NOTE)
-                if not self.backend.fits(state.handle, action.messages):
-                    return self._advance(state, state.episode.fail("context_exhausted"), live, summary)
+                if not self.backend.fits(state.handle, action.messages, action.max_new_tokens):
+                    return self._advance(state, state.episode.fail("context_exhausted"))
             self.backend.append(state.handle, action.messages)
             state.turn = action
-            ticket = self.backend.submit(state.handle, action.allow_search, self._seed(state.episode))
-            live[ticket] = state
+            ticket = self.backend.submit(state.handle, action, self._seed(state.episode))
+            self._live[ticket] = state
             return 0
+        if isinstance(action, ToolJob):
+            self._started_tools.append((self._pool.submit(action.run), state))
+            return 0
+        if isinstance(action, Spawn):
+            if not action.children:
+                return self._advance(state, state.episode.on_children([]))
+            state.children, state.children_left = list(action.children), len(action.children)
+            ended = 0
+            for child in action.children:
+                child_state = _Live(child, self.backend.open(child.question.id), parent=state)
+                ended += self._advance(child_state, child.first_turn())
+            return ended
+        assert isinstance(action, Done), f"an episode returned {action!r}, not an action"
         self.backend.close(state.handle)
+        if state.parent is not None:  # a child: the parent continues once all its children are done
+            parent = state.parent
+            parent.children_left -= 1
+            if parent.children_left:
+                return 0
+            children, parent.children = parent.children, None
+            return self._advance(parent, parent.episode.on_children(children))
         episode = state.episode
         append_jsonl(self.out / "trajectories.jsonl", episode.trajectory())
         append_jsonl(self.out / "predictions.jsonl", episode.prediction())  # commit marker: written last
+        summary = self._summary
         summary.episodes += 1
         summary.reasons[action.reason] = summary.reasons.get(action.reason, 0) + 1
         if self.progress:
             self.progress(summary, self._total)
         return 1
 
-    def _seed(self, episode: Episode) -> int:
+    def _seed(self, episode) -> int:
         """Per-turn seed from the run seed, the question and the step: independent of scheduling."""
         key = f"{self.settings.seed}:{episode.question.id}:{episode.iterations}".encode()
         return zlib.crc32(key)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from engine.agents.registry import agent_spec
 from tools.errors import DossierError
 
-__all__ = ["AGENTS", "AgentSettings"]
-
-AGENTS = ("bm25", "rag", "oracle", "closed-book")
+__all__ = ["AgentSettings"]
 
 
 @dataclass(slots=True)
 class AgentSettings:
-    agent: str = "bm25"  # bm25 (MADQA's search agent), rag, oracle or closed-book
+    agent: str = "bm25"  # a registered agent (engine/agents/registry.py): bm25 (MADQA's search agent), rag, ...
     k: int = 5  # pages per search (MADQA: 5)
     max_iterations: int = 10  # T: model calls per episode; the last one must answer (MADQA: 10)
     observe: str = "auto"  # how hits are shown: "image" (rendered pages), "text", or "auto" (image for VL models)
@@ -32,8 +31,7 @@ class AgentSettings:
     temperature: float = 0.0  # 0 = greedy
 
     def __post_init__(self):
-        if self.agent not in AGENTS:
-            raise DossierError(f"unknown agent {self.agent!r}; choose one of {', '.join(AGENTS)}")
+        agent_spec(self.agent)  # a DossierError naming the registered agents when unknown
         if self.k < 1:
             raise DossierError(f"k must be at least 1 (got {self.k})")
         if self.max_iterations < 1:

@@ -63,7 +63,9 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
         items = items[:limit]
     if not items:
         raise DossierError(f"{questions} has no usable questions")
-    if agent != "closed-book" and corpus is None:
+    from engine.agents.registry import agent_spec
+
+    if agent_spec(agent).needs_corpus and corpus is None:
         raise DossierError(f"agent {agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
     env = None
     if corpus is not None:
@@ -107,11 +109,17 @@ def _run_with_progress(backend, settings, env, out, concurrency, items, engine):
         return RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
 
 
+def _agent_names() -> tuple[str, ...]:
+    from engine.agents.registry import agent_names
+
+    return agent_names()
+
+
 def run_cmd(
     questions: Annotated[Path, typer.Option(help="Canonical question file (JSONL).")],
     out: Annotated[Path, typer.Option(help="Run directory: run.json, predictions.jsonl, trajectories.jsonl.")],
     corpus: CorpusOpt = None,
-    agent: Annotated[str, typer.Option(help="bm25 (MADQA's search agent), rag, oracle or closed-book.")] = "bm25",
+    agent: Annotated[str, typer.Option(help="The agent (engine/agents/registry.py): " + ", ".join(_agent_names()) + ".")] = "bm25",
     model: Annotated[str, typer.Option(help="'default' (embedded SmolLM2-135M), a local HF directory or a .gguf file.")] = "default",
     k: Annotated[int, typer.Option("-k", "--k", help="Pages per search.")] = 5,
     max_iterations: Annotated[int, typer.Option(help="Model turns per episode; the last must answer.")] = 10,

@@ -1,0 +1,56 @@
+"""Every agent `dossier run --agent NAME` can run, registered in one table.
+
+An agent is an episode state machine (see `engine/agents/actions.py`) built per question by a
+factory `factory(question, settings, env)`. Adding an agent is one new file holding its episode
+class plus one line in `_REGISTERED` below; the runner, the engine backend, the run directory
+and `dossier eval` serve it unchanged. Factories are imported on first use, so listing agents
+(e.g. in `--help`) costs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from tools.errors import DossierError
+
+__all__ = ["AgentSpec", "agent_names", "agent_spec"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    name: str  # the value of --agent
+    summary: str  # one line for --help and `dossier version`
+    factory: str  # "module:callable" building one episode: callable(question, settings, env)
+    needs_corpus: bool = True  # False: runs without --corpus (the env is None)
+
+    def build(self, question, settings, env):
+        """One episode of this agent for `question`."""
+        module, _, name = self.factory.partition(":")
+        return getattr(importlib.import_module(module), name)(question, settings, env)
+
+
+_REGISTERED = (
+    AgentSpec("bm25", "MADQA's BM25 agent: search or answer each turn, answer forced on turn T",
+              "engine.agents.episode:Episode"),
+    AgentSpec("rag", "one retrieval with the question as free text, then a forced answer",
+              "engine.agents.episode:Episode"),
+    AgentSpec("oracle", "the gold evidence pages given directly, then a forced answer (no retrieval)",
+              "engine.agents.episode:Episode"),
+    AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
+              "engine.agents.episode:Episode", needs_corpus=False),
+)
+
+_AGENTS = {spec.name: spec for spec in _REGISTERED}
+
+
+def agent_names() -> tuple[str, ...]:
+    """Every registered agent name, in registration order."""
+    return tuple(_AGENTS)
+
+
+def agent_spec(name: str) -> AgentSpec:
+    """The spec of agent `name`; a DossierError listing the choices when there is none."""
+    if name not in _AGENTS:
+        raise DossierError(f"unknown agent {name!r}; choose one of {', '.join(_AGENTS)}")
+    return _AGENTS[name]
