@@ -6,6 +6,12 @@ blocks are shared by reference count. A block whose count falls to zero stays in
 hash table as a cached block, and free blocks are handed out least recently freed
 first: unpinned cached blocks are evicted before anything else. Only full blocks are
 ever shared and a sequence only writes after its last token, so no copy-on-write is needed.
+
+Blocks are registered when a step is scheduled to fill them, not after the step ran:
+a request admitted later in the same step finds them and shares them, so N sessions
+that arrive together with one system prompt compute it once. This relies on the
+attention writing every new K/V of a step into the cache before any query of that
+step reads the cache (`engine/core/attention.py` does, layer by layer).
 """
 
 from collections import OrderedDict
@@ -92,9 +98,17 @@ class BlockManager:
 
     def register_computed(self, seq: Sequence) -> None:
         """Hash the blocks that became full and computed, so other sequences can share them."""
+        self.register_blocks(seq, seq.num_computed_tokens)
+
+    def register_blocks(self, seq: Sequence, num_tokens: int) -> None:
+        """Hash `seq`'s full blocks among its first `num_tokens` tokens, so other sequences can share them.
+
+        The scheduler calls this for the tokens a step is about to compute: the blocks are
+        written by that step's forward before any later admission can read them.
+        """
         if not self.enable_prefix_caching:
             return
-        full = seq.num_computed_tokens // self.block_size
+        full = min(num_tokens, len(seq)) // self.block_size
         for index in range(len(seq.block_hashes), full):
             parent = seq.block_hashes[index - 1] if index else None
             key = seq.block_hash(index, parent)

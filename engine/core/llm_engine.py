@@ -169,8 +169,7 @@ class Engine:
             prefilled = 0
             for chunk in chunks:
                 request, seq = chunk.request, chunk.request.seq
-                seq.num_computed_tokens += chunk.length
-                self.block_manager.register_computed(seq)
+                seq.num_computed_tokens += chunk.length  # its full blocks were registered when scheduled
                 if not (chunk.length == 1 and chunk.start >= request.prompt_len):  # else: a generated token fed back
                     request.count(tokens_prefilled=chunk.length)
                     prefilled += chunk.length

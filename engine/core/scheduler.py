@@ -8,6 +8,10 @@ scheduler preempts the least recently used idle session (a session waiting for i
 tool keeps its blocks until then), and last the lowest-priority running request. A
 preempted sequence recomputes later, first taking back whatever of its prefix is
 still cached.
+
+The full blocks a chunk will fill are registered in the prefix table as soon as the
+chunk is scheduled, so a request admitted later in the same step shares them instead of
+computing them again (the forward writes all of a step's K/V before reading the cache).
 """
 
 from dataclasses import dataclass
@@ -76,6 +80,7 @@ class Scheduler:
                 if length <= 0:
                     continue  # wait for blocks held by requests already in this step
             self.blocks.allocate(seq, seq.num_computed_tokens + length)
+            self.blocks.register_blocks(seq, seq.num_computed_tokens + length)
             chunks.append(Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq)))
             scheduled.add(seq.seq_id)
             seq.last_used_step = step
