@@ -18,36 +18,58 @@ class Benchmark(str, Enum):
     financebench = "financebench"
     mmlongbench = "mmlongbench"
     mudabench = "mudabench"
+    docvqa2026 = "docvqa2026"
 
 
 def import_cmd(
     benchmark: Annotated[Benchmark, typer.Argument(help="The source benchmark's format.")],
     source: Annotated[Path, typer.Argument(help="The benchmark's native question file (JSONL or JSON list).")],
     out: Annotated[Path, typer.Option(help="Canonical question file to write (JSONL).")],
+    pdfs: Annotated[Path | None, typer.Option(help="docvqa2026: also write each document's page images as "
+                                                   "PDFS/<doc_id>.pdf, ready for `dossier ingest`.")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Convert a benchmark's question file to the canonical format (MADQA's; pages 1-indexed).
 
     FinanceBench pages are 0-indexed and become 1-indexed; MMLongBench-Doc's
     evidence_pages strings ("[5, 6]") become page lists; document ids are PDF file stems.
-    Malformed items are reported with their line or item number and skipped.
+    DocVQA-2026 records (val.parquet or a JSON export) hold one document and its questions:
+    each question names its document (`document`), and `--pdfs DIR` turns the page images
+    into image-only PDFs. Malformed items are reported with their line or item number and skipped.
 
     Example:
         $ dossier import financebench financebench_open_source.jsonl --out q.jsonl
         wrote 100 questions to q.jsonl (0 skipped)
+        $ dossier import docvqa2026 val.parquet --out docvqa.jsonl --pdfs docvqa-pdfs
+        wrote 80 questions to docvqa.jsonl (0 skipped); 16 documents: 16 PDFs written (1,208 pages), 0 kept
     """
     from engine.datasets import write_jsonl
     from engine.datasets.importers import import_questions
+    from tools.errors import DossierError
 
-    questions, errors = import_questions(benchmark.value, source)
+    info = None
+    if benchmark is Benchmark.docvqa2026:
+        from engine.datasets.docvqa2026 import import_docvqa2026
+
+        questions, errors, info = import_docvqa2026(source, pdfs)
+    elif pdfs is not None:
+        raise DossierError(f"--pdfs is for docvqa2026 (whose documents come as page images); {benchmark.value} "
+                           "documents are PDFs already")
+    else:
+        questions, errors = import_questions(benchmark.value, source)
     write_jsonl(out, questions)
     if fmt is OutputFormat.json:
-        emit_json({"questions": len(questions), "out": str(out),
+        emit_json({"questions": len(questions), "out": str(out), **({"documents": info} if info else {}),
                    "skipped": [{"line": e.line, "reason": e.reason} for e in errors]})
         return
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
-    typer.echo(f"wrote {len(questions)} questions to {out} ({len(errors)} skipped)")
+    line = f"wrote {len(questions)} questions to {out} ({len(errors)} skipped)"
+    if info is not None and pdfs is not None:
+        plural = lambda n, word: f"{n:,} {word}" + ("" if n == 1 else "s")  # noqa: E731
+        line += (f"; {plural(info['documents'], 'document')}: {plural(info['pdfs_written'], 'PDF')} written "
+                 f"({plural(info['pages'], 'page')}), {info['pdfs_kept']} kept")
+    typer.echo(line)
 
 
 def sample_cmd(

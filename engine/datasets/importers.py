@@ -4,6 +4,8 @@
     financebench  JSONL; `evidence[].evidence_page_num` is ZERO-indexed, `doc_name` the file stem
     mmlongbench   JSON list (MMLongBench-Doc samples.json); `evidence_pages` is a string "[5, 6]"
     mudabench     JSON list; evidence is document metadata rows, not pages
+    docvqa2026    one record per document with its questions (parquet, JSON list or JSONL);
+                  see `engine/datasets/docvqa2026.py`
 
 Document ids are PDF file stems (".pdf" is stripped), matching `dossier ingest`.
 Malformed items are reported with their line (JSONL) or item number (JSON list) and
@@ -21,7 +23,7 @@ from pathlib import Path
 from engine.datasets.formats import Evidence, LineError, Question, iter_jsonl, parse_page
 from tools.errors import DossierError
 
-__all__ = ["IMPORTERS", "import_questions"]
+__all__ = ["IMPORTERS", "KINDS", "import_questions"]
 
 
 def _stem(name: object) -> str:
@@ -139,21 +141,28 @@ IMPORTERS: dict[str, Callable] = {
     "mmlongbench": _mmlongbench,
     "mudabench": _mudabench,
 }
+# DocVQA-2026 records hold a whole document and its questions: engine/datasets/docvqa2026.py
+KINDS = (*IMPORTERS, "docvqa2026")
 
 
 def import_questions(kind: str, source: str | Path) -> tuple[list[Question], list[LineError]]:
     """Read a benchmark's native question file as canonical questions.
 
     Args:
-        kind: one of madqa, financebench, mmlongbench, mudabench.
-        source: the native file (JSONL or a JSON list).
+        kind: one of madqa, financebench, mmlongbench, mudabench, docvqa2026.
+        source: the native file (JSONL or a JSON list; parquet for docvqa2026).
 
     Returns:
         (questions, errors): every malformed item is an error with its location.
     """
-    if kind not in IMPORTERS:
-        raise DossierError(f"unknown benchmark {kind!r}; choose one of {', '.join(IMPORTERS)}")
+    if kind not in KINDS:
+        raise DossierError(f"unknown benchmark {kind!r}; choose one of {', '.join(KINDS)}")
     source = Path(source)
+    if kind == "docvqa2026":
+        from engine.datasets.docvqa2026 import import_docvqa2026
+
+        questions, errors, _ = import_docvqa2026(source)
+        return questions, errors
     errors: list[LineError] = []
     questions: list[Question] = []
     seen: set[str] = set()
