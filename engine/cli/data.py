@@ -72,23 +72,40 @@ def import_cmd(
     typer.echo(line)
 
 
+class Suite(str, Enum):
+    default = "default"
+    qguide = "qguide"
+
+
 def sample_cmd(
     out: Annotated[Path, typer.Option(help="Folder to write pdfs/ and questions.jsonl into.")],
+    suite: Annotated[Suite, typer.Option(help="default: 6 everyday documents, 20 questions; qguide: posters, "
+                                              "drawings, a long report and a map with Q-Guide's hard cases.")]
+    = Suite.default,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Write a small realistic sample collection (6 PDFs, 20 questions with gold pages).
+    """Write a small realistic sample collection made by the project, with questions and gold pages.
 
-    Two annual reports with financial tables, a membership form, a café menu, a memo and
-    a scanned notice (an image-only page); single-page, cross-page and cross-document
-    questions. Use it to try every command without data of your own.
+    default: two annual reports with financial tables, a membership form, a café menu, a memo and
+    a scanned notice (an image-only page); single-page, cross-page and cross-document questions.
+    qguide: a science poster (a red table value, a 5 pt caption), an engineering drawing (tiny
+    dimensions, one written vertically), an 8-page quarterly report (a highlighted row, a rotated
+    margin note, a red figure) and a tram map (names along a diagonal line); each question names
+    its document, DocVQA-2026 style, and one has no answer ("Unknown").
+    Use them to try every command without data of your own.
 
     Example:
         $ dossier sample --out sample
         wrote 6 documents (14 pages) to sample/pdfs and 20 questions to sample/questions.jsonl
+        $ dossier sample --suite qguide --out qg
+        wrote 4 documents (11 pages) to qg/pdfs and 13 questions to qg/questions.jsonl
     """
-    from engine.datasets.sample import write_sample_suite
+    if suite is Suite.qguide:
+        from engine.datasets.sample_qguide import write_qguide_suite as write
+    else:
+        from engine.datasets.sample import write_sample_suite as write
 
-    info = write_sample_suite(out)
+    info = write(out)
     if fmt is OutputFormat.json:
         emit_json(info)
         return

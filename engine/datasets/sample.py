@@ -29,8 +29,9 @@ def _page(doc, lines: list[tuple[str, float, str]] | None = None):
     return page
 
 
-def _table(page, top: float, rows: list[list[str]], widths: list[float], fills: dict[tuple[int, int], tuple] | None = None):
-    """Draw a ruled table; `fills` colours cells (row, col) -> RGB in 0..1."""
+def _table(page, top: float, rows: list[list[str]], widths: list[float], fills: dict[tuple[int, int], tuple] | None = None,
+           text_colors: dict[tuple[int, int], tuple] | None = None):
+    """Draw a ruled table; `fills` colours cells (row, col) -> RGB in 0..1, `text_colors` their text."""
     import pymupdf
 
     x0, height = 60.0, 20.0
@@ -41,7 +42,8 @@ def _table(page, top: float, rows: list[list[str]], widths: list[float], fills: 
             fill = (fills or {}).get((r, c))
             page.draw_rect(rect, color=(0, 0, 0), fill=fill, width=0.6)
             font = "hebo" if r == 0 else "helv"
-            page.insert_text((rect.x0 + 4, rect.y1 - 6), cell, fontsize=9.5, fontname=font)
+            page.insert_text((rect.x0 + 4, rect.y1 - 6), cell, fontsize=9.5, fontname=font,
+                             color=(text_colors or {}).get((r, c), (0, 0, 0)))
             x += widths[c]
 
 
