@@ -155,3 +155,18 @@ def test_targeted_lookup_asks_the_reader_with_the_region_crop_and_text(corpus):
     failed = PerceptionToolkit(corpus, reader=broken).call(
         "targeted_lookup", {"document": "report", "page": 1, "question": "total?"})
     assert not failed.ok and "the reader failed" in failed.error and "CUDA out of memory" in failed.error
+
+
+def test_prepare_lookup_gives_the_readers_evidence_without_a_reader(toolkit):
+    """Agents whose model runs in the engine loop run the reader as their own turn."""
+    from tools.perception import Observation
+    from tools.perception.lookup import LookupRequest
+
+    request = toolkit.prepare_lookup({"document": "report", "page": 1, "region": RED_VALUE, "question": " Net income? "})
+    assert isinstance(request, LookupRequest)
+    assert request.text == "5,310" and request.question == "Net income?" and max(request.image.size) == 1024
+    obs = request.observation(" $5,310 ")
+    assert obs.ok and obs.tool == "targeted_lookup" and obs.region == list(RED_VALUE)
+    assert obs.content == {"question": "Net income?", "answer": "$5,310", "text_source": "pdf"}
+    bad = toolkit.prepare_lookup({"document": "report", "page": 99, "question": "x"})
+    assert isinstance(bad, Observation) and not bad.ok and "page 99" in bad.error

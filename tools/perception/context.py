@@ -9,6 +9,7 @@ for OCR. OCR results are cached per region, so repeated calls in an episode are 
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ class PerceptionContext:
     reader: Reader | None = None  # the model behind targeted_lookup (the engine supplies it)
     _backend: OcrBackend | None = None
     _ocr_cache: OrderedDict = field(default_factory=OrderedDict)
+    # one OCR at a time: an agent's round runs its calls in threads, and the cache and the
+    # OCR backends are not thread-safe
+    _ocr_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def view(self, document, page) -> PageView:
         if not isinstance(document, str) or not document:
@@ -86,6 +90,10 @@ class PerceptionContext:
 
     def ocr_words(self, view: PageView, rect: tuple[float, float, float, float]) -> list[Word]:
         """OCR a clip of the page (padded a little so edge words are whole); words whose centre is inside."""
+        with self._ocr_lock:
+            return self._ocr_words(view, rect)
+
+    def _ocr_words(self, view: PageView, rect: tuple[float, float, float, float]) -> list[Word]:
         key = (view.document, view.page, tuple(round(v, 2) for v in rect))
         if key in self._ocr_cache:
             self._ocr_cache.move_to_end(key)

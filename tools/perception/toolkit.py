@@ -19,7 +19,7 @@ from tools.corpus.store import CorpusStore
 from tools.errors import DossierError
 from tools.ocr.base import OcrBackend
 from tools.perception.context import PerceptionContext, PerceptionSettings, Reader
-from tools.perception.lookup import targeted_lookup
+from tools.perception.lookup import LookupRequest, prepare_lookup, targeted_lookup
 from tools.perception.observation import Observation, parse_region
 from tools.perception.spatial import spatial_recovery
 from tools.perception.specs import PERCEPTION_TOOLS
@@ -66,13 +66,20 @@ class PerceptionToolkit:
 
     def call(self, name: str, arguments: dict | None = None) -> Observation:
         """Run one tool call; failures become an observation with `error` set."""
+        return self._guarded(name, arguments, lambda checked: _TOOLS[name](self.context, **checked))
+
+    def prepare_lookup(self, arguments: dict | None) -> LookupRequest | Observation:
+        """A targeted_lookup's evidence for a reader the caller runs itself (see `LookupRequest`);
+        a bad call gives the error observation instead, as `call` would."""
+        return self._guarded("targeted_lookup", arguments, lambda checked: prepare_lookup(self.context, **checked))
+
+    def _guarded(self, name: str, arguments, run):
         arguments = {} if arguments is None else arguments
         document, page, region = _echo(arguments)
         try:
             if isinstance(arguments, dict) and arguments.get("region") is not None:
                 parse_region(arguments["region"])  # its message explains regions better than the schema's
-            checked = self.registry.validate(name, arguments)
-            return _TOOLS[name](self.context, **checked)
+            return run(self.registry.validate(name, arguments))
         except DossierError as err:
             return Observation(str(name), document, page, region, None, error=str(err))
         except Exception as err:  # a tool bug must not end the episode; the log keeps the traceback
