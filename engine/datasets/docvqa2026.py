@@ -25,11 +25,10 @@ from __future__ import annotations
 import ast
 import base64
 import io
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.datasets.formats import LineError, Question, iter_jsonl
+from engine.datasets.formats import LineError, Question
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["import_docvqa2026", "answer_variants"]
@@ -103,16 +102,10 @@ def _records(source: Path, errors: list[LineError]) -> Iterator[tuple[int, objec
                 number += 1
                 yield number, record
         return
-    with source.open(encoding="utf-8") as fh:
-        head = fh.read(4096).lstrip()
-    if head.startswith("["):
-        try:
-            items = json.loads(source.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise DossierError(f"{source}: not valid JSON ({err.msg} at line {err.lineno})") from None
-        yield from enumerate(items, start=1)
-    else:
-        yield from iter_jsonl(source, errors)
+    from engine.datasets.importers import read_records
+
+    for where, record in read_records(source, errors):
+        yield int(where.split()[-1]), record
 
 
 def _image_bytes(page: object, base: Path, where: str) -> bytes:

@@ -31,7 +31,7 @@ def _stem(name: object) -> str:
     return text[:-4] if text.lower().endswith(".pdf") else text
 
 
-def _records(path: Path, errors: list[LineError]) -> Iterator[tuple[str, object]]:
+def read_records(path: Path, errors: list[LineError]) -> Iterator[tuple[str, object]]:
     """(location, object) for a JSONL file or a JSON list file."""
     if not path.is_file():
         raise DossierError(f"{path}: no such file")
@@ -166,7 +166,7 @@ def import_questions(kind: str, source: str | Path) -> tuple[list[Question], lis
     errors: list[LineError] = []
     questions: list[Question] = []
     seen: set[str] = set()
-    for number, (where, obj) in enumerate(_records(source, errors), start=1):
+    for number, (where, obj) in enumerate(read_records(source, errors), start=1):
         location = f"{source}:{where}"
         try:
             if kind == "mmlongbench":
