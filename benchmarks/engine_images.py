@@ -173,18 +173,14 @@ class NaiveLoop:
 
 def hf_reference_model(model: str, engine: Engine):
     """The peer: the same weights as the family's transformers model."""
-    import transformers
     from transformers.initialization import no_init_weights
 
-    from models.loading import resolve_model_dir
-    from models.vision_language.loading import VL_SHAPES
+    from models.loading import all_shapes, resolve_model_dir
 
-    classes = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
-               "qwen3_vl": "Qwen3VLForConditionalGeneration", "glm4v": "Glm4vForConditionalGeneration"}
     adapter = engine.adapter
-    cls = getattr(transformers, classes[adapter.config.model_type])
+    cls = adapter.family.reference()
     device, dtype = next(adapter.parameters()).device, adapter.dtype
-    if model not in VL_SHAPES:
+    if model not in all_shapes():
         return cls.from_pretrained(resolve_model_dir(model), dtype=dtype).to(device).eval()
     with torch.device(device), no_init_weights():
         hf_model = cls(adapter.config).to(dtype)

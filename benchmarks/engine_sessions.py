@@ -171,16 +171,14 @@ class NaiveLoop:
 
 
 def hf_reference_model(model: str, engine: Engine):
-    """The peer: the same weights as a transformers model."""
-    from models.loading import SHAPES, resolve_model_dir
+    """The peer: the same weights as a transformers model (the family's reference class)."""
+    from models.loading import all_shapes, resolve_model_dir
 
     device = next(engine.adapter.parameters()).device
     dtype = engine.adapter.dtype
-    if model in SHAPES:
-        from transformers import LlamaForCausalLM
-
+    if model in all_shapes():
         with torch.device(device):
-            hf_model = LlamaForCausalLM(engine.adapter.config).to(dtype)
+            hf_model = engine.adapter.family.reference()(engine.adapter.config).to(dtype)
         missing, unexpected = hf_model.load_state_dict(engine.adapter.hf_state_dict(), strict=False)
         assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
         hf_model.tie_weights()
@@ -318,9 +316,9 @@ def run_vllm(model: str, engine: Engine, workload: Workload, plan, ours_s: float
     from vllm import SamplingParams as VllmSampling
     from vllm.inputs import TokensPrompt
 
-    from models.loading import SHAPES, resolve_model_dir
+    from models.loading import all_shapes, resolve_model_dir
 
-    if model in SHAPES:
+    if model in all_shapes():
         folder = tempfile.mkdtemp(prefix="dossier-vllm-")
         hf_reference_model(model, engine).save_pretrained(folder)
     else:

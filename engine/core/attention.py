@@ -93,7 +93,7 @@ class PagedAttention:
         self.v_cache = v_cache
         self.meta = meta
         self.backend = backend
-        self._window_masks: dict[int, tuple] = {}  # window -> (decode mask, prefill masks), built once per step
+        self._window_masks: dict[int | None, tuple] = {}  # window -> (decode mask, prefill masks), built once per step
 
     def __call__(
         self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None
@@ -108,24 +108,21 @@ class PagedAttention:
 
     def _masks(self, window: int | None) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:
         """(decode mask, per-prefill masks) with keys more than `window` - 1 rows before their query masked out."""
+        if window in self._window_masks:
+            return self._window_masks[window]
         meta = self.meta
-        if window is None:
-            return meta.decode_mask, [span.mask for span in meta.prefills]
-        if window not in self._window_masks:
-            decode_mask = meta.decode_mask
+        decode_mask, prefill_masks = meta.decode_mask, [span.mask for span in meta.prefills]
+        if window is not None:
             if decode_mask is not None:
                 keys = torch.arange(decode_mask.shape[-1], device=decode_mask.device)
                 decode_mask = decode_mask & (keys >= (meta.decode_lens - window).unsqueeze(1))[:, None, None, :]
-            prefill_masks = []
-            for span in meta.prefills:
-                if span.kv_len <= window:
-                    prefill_masks.append(span.mask)
-                    continue
-                device = span.block_table.device
-                queries = torch.arange(span.kv_len - span.length, span.kv_len, device=device).unsqueeze(1)
-                keys = torch.arange(span.kv_len, device=device).unsqueeze(0)
-                prefill_masks.append((keys <= queries) & (keys > queries - window))  # (length, kv_len)
-            self._window_masks[window] = (decode_mask, prefill_masks)
+            for i, span in enumerate(meta.prefills):
+                if span.kv_len > window:
+                    device = span.block_table.device
+                    queries = torch.arange(span.kv_len - span.length, span.kv_len, device=device).unsqueeze(1)
+                    keys = torch.arange(span.kv_len, device=device).unsqueeze(0)
+                    prefill_masks[i] = (keys <= queries) & (keys > queries - window)  # (length, kv_len)
+        self._window_masks[window] = (decode_mask, prefill_masks)
         return self._window_masks[window]
 
     def _sdpa(

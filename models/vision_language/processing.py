@@ -36,6 +36,11 @@ class FamilyInputs:
     start_token: str  # token opening an image in the template
     end_token: str  # token closing it
     stop_tokens: tuple[str, ...]  # end-of-turn tokens besides the tokenizer's EOS
+    markers: tuple[tuple[str, str], ...] = ()  # (config key, token) of each image/video marker token
+
+    def build(self, config, folder: Path | None, min_pixels: int | None = None, max_pixels: int | None = None):
+        """The family's processor factory: see `build_processors`."""
+        return build_processors(self, config, folder, min_pixels, max_pixels)
 
 
 def _image_processor(family: FamilyInputs, vision_config, folder: Path | None):

@@ -1,4 +1,4 @@
-"""Tiny random Llama/Qwen2 models and a tokenizer trained in the test, saved as HF directories.
+"""Tiny random text models of the registered families and a tokenizer trained in the test, saved as HF directories.
 
 The tokenizer is a byte-level BPE with SmolLM2's special tokens and ChatML template, so
 chat rendering behaves like the real default model's. Weights are random but with a
@@ -49,18 +49,21 @@ def build_tokenizer(vocab_size: int = 400):
     return tokenizer
 
 
-def build_model(kind: str = "llama", vocab_size: int = 448, seed: int = 0):
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+# The common sizes of tiny text models; each family adds its own switches (FamilySpec.tiny).
+TINY = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=4096, initializer_range=0.25, eos_token_id=2, bos_token_id=1, pad_token_id=3,
+)
 
-    common = dict(
-        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=4096, initializer_range=0.25, eos_token_id=2,
-        bos_token_id=1, pad_token_id=3,
-    )
+
+def build_model(family: str = "llama", vocab_size: int = 448, seed: int = 0):
+    """The HF reference model of a registered text family, tiny and randomly initialised."""
+    from models.registry import family_named
+
+    spec = family_named(family)
+    config = spec.config(**{**TINY, "vocab_size": vocab_size, **spec.tiny})
     torch.manual_seed(seed)
-    if kind == "qwen2":
-        return Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=True)).eval()
-    return LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=False, rope_theta=10000.0)).eval()
+    return spec.reference()(config).eval()
 
 
 @pytest.fixture(scope="session")

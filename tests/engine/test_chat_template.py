@@ -2,7 +2,7 @@
 
 import pytest
 
-from models.llama import LlamaProcessor
+from models.text_inputs import TextInputs
 from tools.errors import DossierError
 
 CONVERSATIONS = [
@@ -16,7 +16,7 @@ CONVERSATIONS = [
 
 @pytest.mark.parametrize("messages", CONVERSATIONS)
 def test_segments_concatenate_to_the_full_rendering(tokenizer, messages):
-    processor = LlamaProcessor(tokenizer)
+    processor = TextInputs().processor(tokenizer)
     ids = []
     for i, (role, content) in enumerate(messages):
         ids += processor.render_message(role, content, first=i == 0).token_ids
@@ -28,7 +28,7 @@ def test_segments_concatenate_to_the_full_rendering(tokenizer, messages):
 
 
 def test_default_system_prompt_is_injected_once(tokenizer):
-    processor = LlamaProcessor(tokenizer)
+    processor = TextInputs().processor(tokenizer)
     first = tokenizer.decode(processor.render_message("user", "hi", first=True).token_ids)
     later = tokenizer.decode(processor.render_message("user", "hi", first=False).token_ids)
     assert "You are a helpful AI assistant named SmolLM" in first
@@ -36,7 +36,7 @@ def test_default_system_prompt_is_injected_once(tokenizer):
 
 
 def test_close_turn_completes_the_assistant_message(tokenizer):
-    processor = LlamaProcessor(tokenizer)
+    processor = TextInputs().processor(tokenizer)
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
     assert processor.close_turn([5, 6, im_end]).token_ids == newline  # the model ended its turn itself
@@ -72,4 +72,4 @@ def test_template_without_chat_support_is_a_clear_error(tokenizer):
     bare = copy.deepcopy(tokenizer)
     bare.chat_template = None
     with pytest.raises(DossierError, match="no chat template"):
-        LlamaProcessor(bare).render_message("user", "hi", first=True)
+        TextInputs().processor(bare).render_message("user", "hi", first=True)

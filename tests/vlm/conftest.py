@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from models.registry import families, family_for
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 QWEN_TEMPLATE = (
@@ -49,67 +51,43 @@ CORPUS = [
     "Question: what was the total revenue? Describe the chart and the table.",
 ] * 4
 VOCAB = 448  # the model's rows (the tokenizer has 400)
-PIXELS = dict(min_pixels=28 * 28, max_pixels=84 * 84)  # 1 to 9 tokens per image: fast tests
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "glm4v")
+CHATML = (QWEN_TEMPLATE, QWEN_SPECIAL, "<|im_end|>")
+# The chat markup of each VL family's real template (by family name) when it is not ChatML.
+CHAT_FORMATS = {"glm4v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>")}
+FAMILIES = tuple(family.model_types[0] for family in families() if family.is_vision_language)
 
 
 def build_tokenizer(family: str):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    special = GLM_SPECIAL if family == "glm4v" else QWEN_SPECIAL
+    template, special, eos = CHAT_FORMATS.get(family_for(family).name, CHATML)
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     backend.train_from_iterator(CORPUS, trainer)
-    eos = "<|user|>" if family == "glm4v" else "<|im_end|>"
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=eos, pad_token="<pad>", unk_token="<|endoftext|>")
-    tokenizer.chat_template = GLM_TEMPLATE if family == "glm4v" else QWEN_TEMPLATE
+    tokenizer.chat_template = template
     return tokenizer
 
 
 def build_config(family: str, tokenizer):
-    import transformers
-
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in tokenizer.all_special_tokens + list(tokenizer.added_tokens_encoder)}
+    """The family's tiny config (FamilySpec.tiny) with the test tokenizer's vocabulary and marker ids."""
+    spec = family_for(family)
+    vocab = tokenizer.get_vocab()
     text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6)
-    if family == "glm4v":
-        text["rope_parameters"] = dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5, mrope_section=[2, 1, 1])
-        vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, image_size=56)
-        return transformers.Glm4vConfig(
-            text_config=text, vision_config=vision, image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"],
-            image_start_token_id=ids["<|begin_of_image|>"], image_end_token_id=ids["<|end_of_image|>"],
-            video_start_token_id=ids["<|begin_of_video|>"], video_end_token_id=ids["<|end_of_video|>"])
-    markers = dict(image_token_id=ids["<|image_pad|>"], video_token_id=ids["<|video_pad|>"],
-                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"])
-    if family == "qwen3_vl":
-        text.update(head_dim=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0, mrope_section=[4, 2, 2],
-                                                      mrope_interleaved=True))
-        vision = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, patch_size=16,
-                      num_position_embeddings=64, deepstack_visual_indexes=[0, 1])
-        return transformers.Qwen3VLConfig(text_config=text, vision_config=vision, **markers)
-    text["rope_parameters"] = dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 3, 3])
-    if family == "qwen2_vl":
-        vision = dict(depth=2, embed_dim=32, hidden_size=64, num_heads=4, mlp_ratio=2)
-        return transformers.Qwen2VLConfig(text_config=text, vision_config=vision, **markers)
-    vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=64, window_size=56,
-                  fullatt_block_indexes=[1])
-    return transformers.Qwen2_5_VLConfig(text_config=text, vision_config=vision, **markers)
-
-
-MODEL_CLASSES = {"qwen2_vl": "Qwen2VLForConditionalGeneration", "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
-                 "qwen3_vl": "Qwen3VLForConditionalGeneration", "glm4v": "Glm4vForConditionalGeneration"}
+                num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6, **spec.tiny["text_config"])
+    markers = {key: vocab[token] for key, token in spec.inputs.markers}
+    return spec.config(text_config=text, vision_config=dict(spec.tiny["vision_config"]), **markers)
 
 
 @torch.no_grad()
 def build_model(family: str, tokenizer, seed: int = 0, std: float = 0.25):
-    import transformers
-
+    spec = family_for(family)
     config = build_config(family, tokenizer)
     torch.manual_seed(seed)
-    model = getattr(transformers, MODEL_CLASSES[family])(config).eval()
+    model = spec.reference()(config).eval()
     generator = torch.Generator().manual_seed(seed)
     for name, param in model.named_parameters():
         if "norm" in name or "ln_q" in name:
@@ -119,8 +97,7 @@ def build_model(family: str, tokenizer, seed: int = 0, std: float = 0.25):
         else:
             param.copy_(torch.randn(param.shape, generator=generator) * std)
     vocab = tokenizer.get_vocab()
-    banned = [vocab[t] for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|image|>",
-                                 "<|video|>", "<|begin_of_image|>", "<|end_of_image|>") if t in vocab]
+    banned = [vocab[token] for _, token in spec.inputs.markers if token in vocab]
     model.lm_head.weight[banned] = 0.0  # never generate a placeholder (the HF reference could not take it back)
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = tokenizer.pad_token_id
@@ -128,15 +105,15 @@ def build_model(family: str, tokenizer, seed: int = 0, std: float = 0.25):
 
 
 def image_processor(family: str):
+    """The family's image processor with the tiny bounds of FamilySpec.tiny["pixels"] (a few tokens per image)."""
     import transformers
 
-    name = "Glm4vImageProcessorPil" if family == "glm4v" else "Qwen2VLImageProcessorPil"
-    extra = dict(patch_size=16, image_mean=[0.5] * 3, image_std=[0.5] * 3) if family == "qwen3_vl" else {}
-    pixels = dict(PIXELS, max_pixels=2 * 84 * 84) if family == "glm4v" else PIXELS
-    if family == "qwen3_vl":
-        pixels = dict(min_pixels=32 * 32, max_pixels=96 * 96)
-    return getattr(transformers, name)(size={"shortest_edge": pixels["min_pixels"], "longest_edge": pixels["max_pixels"]},
-                                       **extra)
+    spec = family_for(family)
+    low, high = spec.tiny["pixels"]
+    patch = spec.config(vision_config=dict(spec.tiny["vision_config"])).vision_config.patch_size
+    cls = getattr(transformers, spec.inputs.image_processor_class)
+    return cls(size={"shortest_edge": low, "longest_edge": high}, patch_size=patch,
+               image_mean=list(spec.inputs.image_mean), image_std=list(spec.inputs.image_std))
 
 
 def save_model(folder, family: str):

@@ -5,7 +5,7 @@ import torch
 
 from engine import Engine, EngineConfig, SamplingParams
 from models.base import MultimodalItem, Segment
-from models.vision_language.loading import VL_SHAPES
+from models.registry import families
 from tests.vlm.conftest import make_image
 from tests.vlm.reference import LogitSpy
 from tests.vlm.test_parity import engine_for
@@ -65,7 +65,8 @@ def test_a_missing_tensor_names_itself(vl_model, tmp_path):
         Engine.from_pretrained(str(broken), EngineConfig(num_kv_blocks=16))
 
 
-@pytest.mark.parametrize("shape", [name for name in VL_SHAPES if name.endswith("-tiny")])
+@pytest.mark.parametrize("shape", [name for family in families() if family.is_vision_language
+                                   for name in family.shapes if name.endswith("-tiny")])
 def test_random_weight_shapes_take_token_ids_and_images(shape):
     engine = Engine.from_pretrained(shape, EngineConfig(num_kv_blocks=64, block_size=4, image_max_pixels=84 * 84))
     assert engine.processor is None and engine.adapter.shape.position_dims == 3

@@ -1,0 +1,173 @@
+"""The one decoder layer of every family, driven by a spec the family reads off its HF config.
+
+Llama, Qwen2, Qwen3, Gemma-3 and the language models of Qwen2/2.5/3-VL and GLM-4V are the
+same pre-norm transformer layer with small switches (`LayerSpec`): biases, RMSNorm over each
+head of q and k (Qwen3, Gemma-3), norms on the attention and MLP outputs before the residual
+add (GLM-4, Gemma-3), Gemma's RMSNorm scaling by (1 + weight), the MLP's activation, a
+softmax scale other than head_dim^-0.5 (Gemma-3's query_pre_attn_scalar). Per layer the model
+also says which rotary table it uses and whether it attends through a sliding window.
+
+The layer follows transformers operation by operation (RMSNorm in float32, rotation, gated
+MLP) so fp32 logits match the HF model to ~1e-6, with two changes for speed: q/k/v and
+gate/up are fused into one matmul each (and q and k rotated in one op when no per-head norm
+sits between), and it runs on a packed batch of many sequences, calling the engine's paged
+attention (`AttentionFn`) with its window.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.base import AttentionFn
+from models.rotary import RopeSpec, Rotary
+
+__all__ = ["DecoderLayer", "DecoderSpec", "LayerSpec", "RMSNorm", "layer_windows", "text_decoder"]
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm in float32; scales by `offset + weight` (Gemma: offset 1, weights stored around 0)."""
+
+    def __init__(self, size: int, eps: float, offset: float = 0.0) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+        self.offset = offset
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.offset:
+            return (x * (self.offset + self.weight.float())).to(dtype)
+        return self.weight * x.to(dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSpec:
+    """What distinguishes one family's decoder layer from another's."""
+
+    hidden: int  # model width
+    intermediate: int  # MLP width
+    heads: int  # query heads
+    kv_heads: int  # key/value heads (GQA)
+    head_dim: int  # channels per head
+    eps: float  # RMSNorm epsilon
+    activation: str = "silu"  # MLP gate activation (transformers' ACT2FN name)
+    qkv_bias: bool = False  # biases on the q/k/v projections
+    o_bias: bool = False  # bias on the output projection
+    mlp_bias: bool = False  # biases on the MLP projections
+    qk_norm: bool = False  # RMSNorm over each head of q and k before the rotation (Qwen3, Gemma-3)
+    out_norms: bool = False  # RMSNorm on the attention and MLP outputs before each residual add (GLM-4, Gemma-3)
+    norm_offset: float = 0.0  # every RMSNorm scales by offset + weight (Gemma: 1)
+    attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5 (Gemma-3: query_pre_attn_scalar ** -0.5)
+
+
+@dataclass(frozen=True, slots=True)
+class DecoderSpec:
+    """A family's language model: its layer, rotary positions, and per-layer choices."""
+
+    layer: LayerSpec
+    rope: RopeSpec
+    num_layers: int  # decoder layers
+    vocab_size: int  # embedding rows and logits columns
+    max_positions: int  # longest sequence the model was trained for, in tokens
+    tied: bool  # the output head is the embedding matrix
+    windows: tuple[int | None, ...] = ()  # per layer: sliding window in tokens, None global; () all global
+    layer_variants: tuple[str | None, ...] = ()  # per layer: its rotary table (RopeSpec.variants); () all the first
+    embed_scale: float | None = None  # embeddings multiplied by this (Gemma: sqrt(hidden))
+    logit_softcap: float | None = None  # final logits become cap * tanh(logits / cap)
+
+    def __post_init__(self) -> None:
+        for name in ("windows", "layer_variants"):
+            value = getattr(self, name)
+            assert not value or len(value) == self.num_layers, (name, len(value), self.num_layers)
+        assert all(v in self.rope.variants for v in self.layer_variants), (self.layer_variants, self.rope.variants)
+
+
+class DecoderLayer(nn.Module):
+    """One pre-norm transformer layer over the paged cache."""
+
+    def __init__(self, spec: LayerSpec, index: int, window: int | None = None, variant: str | None = None) -> None:
+        super().__init__()
+        from transformers.activations import ACT2FN
+
+        self.spec, self.index, self.window, self.variant = spec, index, window, variant
+        heads, kv_heads, head_dim, hidden = spec.heads, spec.kv_heads, spec.head_dim, spec.hidden
+        self.qkv_proj = nn.Linear(hidden, (heads + 2 * kv_heads) * head_dim, bias=spec.qkv_bias)
+        self.o_proj = nn.Linear(heads * head_dim, hidden, bias=spec.o_bias)
+        self.gate_up_proj = nn.Linear(hidden, 2 * spec.intermediate, bias=spec.mlp_bias)
+        self.down_proj = nn.Linear(spec.intermediate, hidden, bias=spec.mlp_bias)
+        self.act = F.silu if spec.activation in ("silu", "swish") else ACT2FN[spec.activation]  # no module call for silu
+
+        def norm(size: int) -> RMSNorm:
+            return RMSNorm(size, spec.eps, spec.norm_offset)
+
+        self.attn_norm, self.mlp_norm = norm(hidden), norm(hidden)
+        self.q_norm = norm(head_dim) if spec.qk_norm else None
+        self.k_norm = norm(head_dim) if spec.qk_norm else None
+        self.attn_out_norm = norm(hidden) if spec.out_norms else None
+        self.mlp_out_norm = norm(hidden) if spec.out_norms else None
+        # sdpa scales by head_dim ** -0.5; another scale is folded into q
+        self.q_scale = None if spec.attention_scale is None else spec.attention_scale * head_dim**0.5
+
+    def forward(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], rotary: Rotary,
+                attention: AttentionFn) -> torch.Tensor:
+        spec, tokens = self.spec, x.shape[0]
+        heads, kv_heads, head_dim = spec.heads, spec.kv_heads, spec.head_dim
+        cos, sin = cos_sin  # (tokens, 1, rotary_dim)
+        qkv = self.qkv_proj(self.attn_norm(x))  # (tokens, (heads + 2 kv_heads) * head_dim)
+        if self.q_norm is None:
+            qk, v = qkv.split([(heads + kv_heads) * head_dim, kv_heads * head_dim], -1)
+            qk = rotary.rotate(qk.view(tokens, heads + kv_heads, head_dim), cos, sin)  # q and k in one op
+            q, k = qk.split([heads, kv_heads], 1)
+        else:
+            q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
+            q = rotary.rotate(self.q_norm(q.view(tokens, heads, head_dim)), cos, sin)
+            k = rotary.rotate(self.k_norm(k.view(tokens, kv_heads, head_dim)), cos, sin)
+        if self.q_scale is not None:
+            q = q * self.q_scale
+        attended = attention(self.index, q, k, v.view(tokens, kv_heads, head_dim), window=self.window)
+        out = self.o_proj(attended.reshape(tokens, heads * head_dim))
+        if self.attn_out_norm is not None:
+            out = self.attn_out_norm(out)
+        x = x + out
+        gate, up = self.gate_up_proj(self.mlp_norm(x)).split(spec.intermediate, -1)
+        out = self.down_proj(self.act(gate) * up)
+        if self.mlp_out_norm is not None:
+            out = self.mlp_out_norm(out)
+        return x + out
+
+
+def layer_windows(config) -> tuple[int | None, ...]:
+    """Per layer, the sliding window of a transformers config with `layer_types` (None: global attention)."""
+    types = getattr(config, "layer_types", None)
+    window = getattr(config, "sliding_window", None)
+    if not types or window is None:
+        return ()
+    return tuple(window if kind == "sliding_attention" else None for kind in types)
+
+
+def text_decoder(config, *, rope: RopeSpec | None = None, **switches) -> DecoderSpec:
+    """The DecoderSpec of a text config with Llama's field names; `switches` set LayerSpec fields.
+
+    DecoderSpec fields among `switches` (windows, layer_variants, embed_scale, logit_softcap, tied) go there;
+    `head_dim` overrides the config's.
+    """
+    head_dim = switches.pop("head_dim", None) or getattr(config, "head_dim", None) or (
+        config.hidden_size // config.num_attention_heads)
+    model_fields = {k: switches.pop(k) for k in ("windows", "layer_variants", "embed_scale", "logit_softcap", "tied")
+                    if k in switches}
+    activation = getattr(config, "hidden_act", None) or getattr(config, "hidden_activation", None) or "silu"
+    layer = LayerSpec(
+        hidden=config.hidden_size, intermediate=config.intermediate_size, heads=config.num_attention_heads,
+        kv_heads=config.num_key_value_heads, head_dim=head_dim, eps=config.rms_norm_eps,
+        **{"activation": activation, **switches},
+    )
+    model_fields.setdefault("windows", layer_windows(config))
+    model_fields.setdefault("tied", bool(getattr(config, "tie_word_embeddings", False)))
+    return DecoderSpec(
+        layer=layer, rope=rope or RopeSpec(head_dim, head_dim), num_layers=config.num_hidden_layers,
+        vocab_size=config.vocab_size, max_positions=config.max_position_embeddings, **model_fields,
+    )
