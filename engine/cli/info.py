@@ -22,13 +22,19 @@ _OPTIONAL = {
 
 
 def version(fmt: FormatOpt = OutputFormat.human) -> None:
-    """Print Dossier's version and the optional backends found on this machine.
+    """Print Dossier's version, the optional backends found, and what the code sandbox guarantees here.
+
+    The sandbox (used for every model-written program, e.g. the workflow agent's code stage) is
+    probed by running one program in it; a guarantee the machine cannot give is marked "no".
 
     Example:
         $ dossier version
         dossier 0.1.0
         numba         yes
         flash-attn    no
+        sandbox:
+          yes  no network: network namespace; the socket module is refused in any case
+          yes  memory limit: RLIMIT_AS 1024 MB
     """
     from importlib.metadata import version as dist_version
 
@@ -40,13 +46,19 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         backends["cuda"] = torch.cuda.is_available()
     except ImportError:  # pragma: no cover - torch is a hard dependency
         backends["cuda"] = False
-    info = {"dossier": dist_version("dossier"), "backends": backends}
+    from tools.sandbox import sandbox_guarantees
+
+    sandbox = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
+    info = {"dossier": dist_version("dossier"), "backends": backends, "sandbox": sandbox}
     if fmt is OutputFormat.json:
         emit_json(info)
         return
     typer.echo(f"dossier {info['dossier']}")
     for name, present in backends.items():
         typer.echo(f"{name:<13} {'yes' if present else 'no'}")
+    typer.echo("sandbox:")
+    for item in sandbox:
+        typer.echo(f"  {'yes' if item['held'] else 'NO ':<4} {item['guarantee']}: {item['how']}")
 
 
 def register(app: typer.Typer) -> None:
