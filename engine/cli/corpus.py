@@ -35,6 +35,9 @@ def ingest_cmd(
         "--force-ocr", help="Also re-read the pages of these PDFs that OCR read before (e.g. with another --ocr backend).")] = False,
     ocr_dpi: Annotated[int, typer.Option(help="Resolution pages are rendered at for OCR (small pages get more).")] = 150,
     ocr_language: Annotated[str, typer.Option(help="tesseract language(s), e.g. eng or eng+deu.")] = "eng",
+    metadata: Annotated[Path | None, typer.Option(
+        help="JSONL of document metadata, one object per document: {\"document\": id, \"company\": ..., "
+             "\"year\": ...}; stored in the corpus for metadata filters (the workflow agent).")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Ingest PDFs into a corpus store (SQLite + copies of the PDFs), OCR pages without text; safe to re-run.
@@ -45,7 +48,9 @@ def ingest_cmd(
     errors and never stop the batch; the exit code is 0 when at least one document was
     ingested or was already present. Pages without a usable text layer are then read by OCR
     in parallel (--ocr, default auto); a page OCR fails on is listed and stays flagged, and
-    the next ingest retries it. Rebuild the index afterwards (`dossier index`).
+    the next ingest retries it. --metadata stores each document's fields (company, year,
+    report type...); a bad line or an unknown document is listed and skipped. Rebuild the
+    index afterwards (`dossier index`).
 
     Example:
         $ dossier ingest demo/sample/pdfs --corpus demo/corpus
@@ -54,8 +59,10 @@ def ingest_cmd(
           OCR (tesseract): read 1 page in 1.4 s (0.7 pages/s), 0 failed
         corpus demo/corpus: 6 documents, 14 pages
     """
-    from tools.corpus import IngestConfig, ingest
+    from tools.corpus import IngestConfig, ingest, read_metadata_file
     from tools.ocr import OcrSettings, OcrStep, backend_status, resolve_backend
+
+    fields = read_metadata_file(metadata) if metadata is not None else None  # a bad file fails before ingesting
 
     settings = OcrSettings(backend=ocr.value, dpi=ocr_dpi, workers=workers, language=ocr_language)
     if ocr is not OcrChoice.auto:
@@ -71,6 +78,12 @@ def ingest_cmd(
 
     store = CorpusStore(corpus)
     report = summary.to_json(store)
+    if fields is not None:
+        rows, problems = fields
+        problems += store.set_metadata(rows, str(metadata))
+        stored = len(rows) - sum(1 for p in problems if "document" in p)
+        names = sorted({key for doc, row in rows.items() for key in row})
+        report["metadata"] = {"documents": stored, "fields": names, "problems": problems}
     if fmt is OutputFormat.json:
         emit_json(report)
     else:
@@ -97,6 +110,13 @@ def ingest_cmd(
         elif ocr is OcrChoice.none and store.stats()["pages_needing_ocr"]:
             flagged = store.stats()["pages_needing_ocr"]
             typer.echo(f"  OCR skipped (--ocr none): {flagged} {'page stays' if flagged == 1 else 'pages stay'} flagged")
+        if "metadata" in report:
+            meta = report["metadata"]
+            typer.echo(f"  metadata: {meta['documents']} documents ({', '.join(meta['fields']) or 'no fields'}), "
+                        f"{len(meta['problems'])} skipped")
+            for problem in meta["problems"]:
+                where = f"line {problem['line']}" if "line" in problem else problem["document"]
+                typer.echo(f"  skipped {metadata}: {where}: {problem['reason']}")
         typer.echo(f"corpus {corpus}: {report['corpus']['documents']} documents, {report['corpus']['pages']} pages")
     if summary.documents == 0 and summary.skipped == 0:
         raise typer.Exit(1)  # every file failed (or none was found)
@@ -152,8 +172,10 @@ def list_cmd(corpus: CorpusOpt, fmt: FormatOpt = OutputFormat.human) -> None:
 
     docs = CorpusStore(corpus).documents()
     if fmt is OutputFormat.json:
+        fields = CorpusStore(corpus).document_metadata()
         emit_json([{"id": d.id, "pages": d.page_count, "status": d.status, "sha256": d.sha256,
-                    "source_path": d.source_path, "metadata": d.metadata} for d in docs])
+                    "source_path": d.source_path, "metadata": d.metadata, "fields": fields.get(d.id, {})}
+                   for d in docs])
         return
     width = max((len(d.id) for d in docs), default=10)
     for d in docs:

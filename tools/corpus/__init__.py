@@ -1,6 +1,7 @@
 """The corpus store and PDF ingestion."""
 
 from tools.corpus.ingest import IngestConfig, IngestSummary, find_pdfs, ingest
+from tools.corpus.metadata import metadata_schema, read_metadata_file, select_documents
 from tools.corpus.pdf import PdfError, read_pdf, sha256_file, text_layer_problem
 from tools.corpus.render import RenderSettings, render_page
 from tools.corpus.store import CorpusStore, DocumentInfo, IngestError, PageInfo, PageWords
@@ -16,6 +17,9 @@ __all__ = [
     "PdfError",
     "RenderSettings",
     "find_pdfs",
+    "metadata_schema",
+    "read_metadata_file",
+    "select_documents",
     "ingest",
     "read_pdf",
     "render_page",

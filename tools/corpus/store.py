@@ -75,6 +75,16 @@ CREATE TABLE IF NOT EXISTS errors (
 );
 """
 
+# Created on first use, so corpora made before metadata existed get it too.
+_METADATA_SCHEMA = """
+CREATE TABLE IF NOT EXISTS document_metadata (
+    document TEXT PRIMARY KEY,     -- a document id (kept when the document is re-ingested)
+    fields TEXT NOT NULL,          -- JSON object: company, year, report type... (`dossier ingest --metadata`)
+    source TEXT NOT NULL,          -- the metadata file it came from
+    updated_at REAL NOT NULL       -- unix time
+);
+"""
+
 
 @dataclass(slots=True, frozen=True)
 class DocumentInfo:
@@ -208,6 +218,32 @@ class CorpusStore:
             remaining = db.execute("SELECT COUNT(*) FROM pages WHERE document = ? AND needs_ocr = 1",
                                    (doc_id,)).fetchone()[0]
             db.execute("UPDATE documents SET status = ? WHERE id = ?", ("needs_ocr" if remaining else "ok", doc_id))
+
+    def set_metadata(self, rows: dict[str, dict], source: str) -> list[dict]:
+        """Store the metadata fields of documents (replacing earlier fields), all in one transaction.
+
+        Returns:
+            a problem {"document", "reason"} for each row whose document is not in the corpus (not stored).
+        """
+        known = {d.id for d in self.documents()}
+        problems = [{"document": doc, "reason": f"document {doc!r} is not in the corpus{self._suggest(doc)}"}
+                    for doc in rows if doc not in known]
+        self._ensure_metadata_table()
+        with self.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO document_metadata VALUES (?, ?, ?, ?)",
+                           [(doc, json.dumps(fields, ensure_ascii=False), source, time.time())
+                            for doc, fields in rows.items() if doc in known])
+        return problems
+
+    def document_metadata(self) -> dict[str, dict]:
+        """Metadata fields of every document that has some, by document id (empty when none was stored)."""
+        self._ensure_metadata_table()
+        rows = self.db.execute("SELECT m.document, m.fields FROM document_metadata m JOIN documents d "
+                               "ON d.id = m.document ORDER BY m.document").fetchall()
+        return {doc: json.loads(fields) for doc, fields in rows}
+
+    def _ensure_metadata_table(self) -> None:
+        self.db.executescript(_METADATA_SCHEMA)
 
     def record_error(self, source_path: str, reason: str, doc_id: str | None = None, sha256: str | None = None) -> None:
         with self.transaction() as db:
