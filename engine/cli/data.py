@@ -75,12 +75,15 @@ def import_cmd(
 class Suite(str, Enum):
     default = "default"
     qguide = "qguide"
+    mudabench = "mudabench"
 
 
 def sample_cmd(
     out: Annotated[Path, typer.Option(help="Folder to write pdfs/ and questions.jsonl into.")],
     suite: Annotated[Suite, typer.Option(help="default: 6 everyday documents, 20 questions; qguide: posters, "
-                                              "drawings, a long report and a map with Q-Guide's hard cases.")]
+                                              "drawings, a long report and a map with Q-Guide's hard cases; "
+                                              "mudabench: 10 company reports with metadata.jsonl and 10 "
+                                              "analytical questions with gold facts (for --agent workflow).")]
     = Suite.default,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
@@ -92,6 +95,10 @@ def sample_cmd(
     dimensions, one written vertically), an 8-page quarterly report (a highlighted row, a rotated
     margin note, a red figure) and a tram map (names along a diagonal line); each question names
     its document, DocVQA-2026 style, and one has no answer ("Unknown").
+    mudabench: annual reports of four invented companies for 2022 and 2023 (in thousands or in
+    millions of US dollars) and two sustainability reports, metadata.jsonl with each document's
+    company, sector, year and report type, and analytical questions over several documents each
+    (averages, sums, growth, arg-max) with MuDABench-shaped gold facts.
     Use them to try every command without data of your own.
 
     Example:
@@ -99,9 +106,13 @@ def sample_cmd(
         wrote 6 documents (14 pages) to sample/pdfs and 20 questions to sample/questions.jsonl
         $ dossier sample --suite qguide --out qg
         wrote 4 documents (11 pages) to qg/pdfs and 13 questions to qg/questions.jsonl
+        $ dossier sample --suite mudabench --out muda
+        wrote 10 documents (26 pages) to muda/pdfs, their metadata to muda/metadata.jsonl and 10 questions to muda/questions.jsonl
     """
     if suite is Suite.qguide:
         from engine.datasets.sample_qguide import write_qguide_suite as write
+    elif suite is Suite.mudabench:
+        from engine.datasets.sample_mudabench import write_mudabench_sample as write
     else:
         from engine.datasets.sample import write_sample_suite as write
 
@@ -109,7 +120,8 @@ def sample_cmd(
     if fmt is OutputFormat.json:
         emit_json(info)
         return
-    typer.echo(f"wrote {info['documents']} documents ({info['pages']} pages) to {info['pdfs']} "
+    meta = f", their metadata to {info['metadata']}" if "metadata" in info else ""
+    typer.echo(f"wrote {info['documents']} documents ({info['pages']} pages) to {info['pdfs']}{meta} "
                f"and {info['question_count']} questions to {info['questions']}")
 
 
