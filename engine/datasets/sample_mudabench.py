@@ -116,7 +116,6 @@ def _questions() -> list[Question]:
     every = list(COMPANIES)
     growth = {c: (_value(c, 2023, "revenue") - _value(c, 2022, "revenue")) / _value(c, 2022, "revenue") * 100
               for c in every}
-    rd_share = {c: _value(c, 2023, "research_and_development") / _value(c, 2023, "revenue") for c in every}
     specs = [
         ("m01", "What was the average revenue of the four companies in 2023, in millions of US dollars?",
          "revenue", [(c, 2023) for c in every],
@@ -133,8 +132,9 @@ def _questions() -> list[Question]:
         ("m06", "What was the difference between the highest and the lowest revenue among the four companies "
                 "in 2022, in millions of US dollars?", "revenue", [(c, 2022) for c in every],
          _show(max(_value(c, 2022, "revenue") for c in every) - min(_value(c, 2022, "revenue") for c in every))),
-        ("m07", "Which company spent the largest share of its 2023 revenue on research and development?",
-         "research_and_development", [(c, 2023) for c in every], max(every, key=rd_share.get)),
+        ("m07", "Which company spent the most on research and development in 2022?",  # thousands vs millions
+         "research_and_development", [(c, 2022) for c in every],
+         max(every, key=lambda c: _value(c, 2022, "research_and_development"))),
         ("m08", "What was the combined net income of the food and energy companies in 2023, in millions of "
                 "US dollars?", "net_income", [("Birch Foods", 2023), ("Cedar Energy", 2023)],
          _show(_value("Birch Foods", 2023, "net_income") + _value("Cedar Energy", 2023, "net_income"))),
@@ -146,9 +146,6 @@ def _questions() -> list[Question]:
     questions = []
     for qid, text, field, pairs, answer in specs:
         rows = _rows(field, pairs)
-        if qid == "m07":  # the share needs revenue too
-            for row, (c, y) in zip(rows, pairs):
-                row["value_revenue_usd_million"] = float(_value(c, y, "revenue"))
         unit = {"m04": " percent"}.get(qid, "" if field == "employees" else " million US dollars")
         source = [f"{r['company']} {r['year']}: " + ", ".join(f"{k[6:]} {v}" for k, v in r.items()
                                                                if k.startswith("value_")) for r in rows]
