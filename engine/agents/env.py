@@ -68,11 +68,13 @@ class AgentEnv:
         self.search_mode = search_mode
         self.documents = [d.id for d in self.store.documents()]
 
-    def search(self, query: str, k: int, mode: str | None = None) -> tuple[list[PageHit], str | None]:
+    def search(self, query: str, k: int, mode: str | None = None,
+               document: str | None = None) -> tuple[list[PageHit], str | None]:
         """Top-k pages for a query, and an error message instead when the query is unusable.
 
         Args:
             mode: "boolean" or "bag"; None uses the environment's search mode.
+            document: search only this document (the workflow agent's per-document extraction).
         """
         mode = mode or self.search_mode
         try:
@@ -80,9 +82,10 @@ class AgentEnv:
             if self.reranker is not None:
                 from tools.late import late_search_hits
 
-                hits = late_search_hits(self.searcher, self.reranker, query, k, mode=mode, snippets=False)
+                hits = late_search_hits(self.searcher, self.reranker, query, k, mode=mode, document=document,
+                                        snippets=False)
             else:
-                hits = self.searcher.search(query, k=k, mode=mode, snippets=False)
+                hits = self.searcher.search(query, k=k, document=document, mode=mode, snippets=False)
         except DossierError as err:
             return [], str(err)
         from tools.search.searcher import positive_tokens

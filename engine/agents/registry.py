@@ -39,6 +39,8 @@ _REGISTERED = (
               "engine.agents.episode:Episode"),
     AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
               "engine.agents.episode:Episode", needs_corpus=False),
+    AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
+              "normalised records, a program run in the sandbox", "engine.agents.workflow:WorkflowEpisode"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}

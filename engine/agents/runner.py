@@ -164,7 +164,7 @@ class RolloutRunner:
                 ready, self._started_tools = self._started_tools, []
                 # with no model work pending there is nothing to overlap: the tools are awaited at once
                 outputs = self.backend.step() if self.backend.has_pending() else []
-                if not outputs and not ready and not self.backend.has_pending():
+                if in_flight and not outputs and not ready and not self.backend.has_pending():
                     raise RuntimeError(f"rollout stalled with {in_flight} episodes in flight")  # a bug, never input
                 for future, state in ready:
                     in_flight -= self._advance(state, state.episode.on_tool_result(future.result()))

@@ -29,6 +29,7 @@ class AgentSettings:
     system_prompt: str | None = None  # None: the built-in MADQA-style guidance (engine/agents/prompts.py)
     seed: int = 0  # sampling seed; greedy decoding ignores it
     temperature: float = 0.0  # 0 = greedy
+    extract_iterations: int = 4  # workflow: model turns of each per-document extraction episode (the last must answer)
 
     def __post_init__(self):
         agent_spec(self.agent)  # a DossierError naming the registered agents when unknown
@@ -46,6 +47,8 @@ class AgentSettings:
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
         if self.temperature < 0:
             raise DossierError(f"temperature must be 0 (greedy) or positive (got {self.temperature})")
+        if self.extract_iterations < 1:
+            raise DossierError(f"extract_iterations must be at least 1 (got {self.extract_iterations})")
         if self.max_new_tokens < 16:
             raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
 

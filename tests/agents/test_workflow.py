@@ -1,0 +1,214 @@
+"""The workflow agent with scripted policies: every stage, the retries, the Unknown path, metadata filters,
+records normalised by Dossier, and a program run in the real sandbox."""
+
+import json
+
+import pytest
+
+from engine.agents.backend import ScriptedBackend
+from engine.agents.env import AgentEnv
+from engine.agents.runner import RolloutRunner
+from engine.agents.settings import AgentSettings
+from engine.datasets import load_predictions
+from tests.agents.workflow_scripted import (REVENUE_2023, build_corpus, code_reply, doc, plan_reply, question, reader,
+                                            workflow_policy)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return build_corpus(tmp_path_factory.mktemp("reports") / "c")
+
+
+def run(tmp_path, corpus, policy, questions=None, **settings):
+    backend = ScriptedBackend(policy)
+    env = AgentEnv(corpus, page_chars=400)
+    out = tmp_path / "run"
+    summary = RolloutRunner(backend, AgentSettings(agent="workflow", **settings), env, out).run(questions or [question()])
+    preds, errors = load_predictions(out / "predictions.jsonl")
+    assert not errors
+    trajs = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    return summary, {p.id: p for p in preds}, {t["id"]: t for t in trajs}, backend
+
+
+def test_plan_extract_normalise_code_end_to_end(tmp_path, corpus):
+    summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy())
+    p, t = preds["w1"], trajs["w1"]
+    assert p.answer == "131.475"  # (97.3 + 225.8 + 131.5 + 71.3) / 4, printed by the sandboxed program
+    assert summary.reasons == {"answered": 1}
+    annual_2023 = sorted(doc(c, 2023) for c in REVENUE_2023)
+    assert sorted((c.document, c.page) for c in p.citations) == [(d, 2) for d in annual_2023]
+    flow = t["workflow"]
+    assert flow["plan"]["documents"] == annual_2023  # the sustainability report of 2023 is filtered out
+    assert {r["document"]: r["value"] for r in flow["records"]} == {doc(c, 2023): v for c, v in REVENUE_2023.items()}
+    alder = next(x for x in flow["extractions"] if x["document"] == "alder-ar-2023")
+    assert alder["subquery"] == "What was the revenue of Alder in 2023?"  # the template filled by Dossier
+    assert alder["record"] == {"value": "97,300", "scale": "thousands", "unit": "USD", "page": 2}
+    assert [s["tool_call"]["name"] for s in alder["steps"]] == ["search", "answer", "record"]
+    assert alder["steps"][0]["tool_result"]["pages"][0] == {"document": "alder-ar-2023", "page": 2}
+    assert [s["stage"] for s in t["steps"]] == ["plan", "code"]
+    assert t["steps"][1]["tool_result"]["ok"] and t["workflow"]["code"][0]["result"]["stdout"] == "131.475\n"
+    assert "Record: 97.3 USD million (printed 97,300 thousands USD, page 2)" in p.extra["document_dialogs"]["alder-ar-2023"]
+    assert backend.opened == backend.closed == 1 + 4  # the parent and one session per document
+    child_turns = [turn for qid, turn in backend.submitted if "/" in qid]
+    assert len(child_turns) == 12 and all(t.schema is not None for t in child_turns)
+    search_schema = child_turns[0].schema  # citations may name only the document being read
+    assert search_schema["anyOf"][1]["properties"]["citations"]["items"]["properties"]["document"]["enum"] in (
+        [[d] for d in annual_2023])
+
+
+def test_every_document_prompt_starts_with_the_same_prefix(tmp_path, corpus):
+    _, _, _, backend = run(tmp_path, corpus, workflow_policy())
+    firsts = [turn.messages for qid, turn in backend.submitted if "/" in qid and len(turn.messages) == 2]
+    assert len(firsts) == 4
+    systems = {m[0][1] for m in firsts}
+    users = [m[1][1] for m in firsts]
+    assert len(systems) == 1 and all(u.startswith("Overall question (answered later from all documents): What was")
+                                     for u in users)
+    assert len({u.split("Document: ")[0] for u in users}) == 1  # document details only after the shared part
+
+
+def test_invalid_plan_is_retried_once_with_the_error_shown(tmp_path, corpus):
+    bad = plan_reply(restriction={"auditor": ["KPMG"]})
+    summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy(plans=[bad, plan_reply()]))
+    assert preds["w1"].answer == "131.475"
+    steps = trajs["w1"]["steps"]
+    assert [s["stage"] for s in steps] == ["plan", "plan", "code"]
+    assert "'auditor', which is not a metadata field" in steps[0]["tool_result"]["error"]
+    assert "That plan failed: 'restriction' names 'auditor'" in steps[1]["input_delta"]
+
+
+@pytest.mark.parametrize(("plans", "message"), [
+    ([plan_reply(restriction={"year": [2019]}), plan_reply(subquery="Revenue of {firm}?")],
+     "the subquery uses {firm}, which is not a metadata field"),
+    (["not json", plan_reply(restriction={"year": [2030]})], 'the restriction {"year": [2030]} selects no document'),
+    ([plan_reply(unit="parsecs")] * 2, "unit 'parsecs' is not one of"),
+])
+def test_a_plan_that_fails_twice_answers_unknown_with_the_reason(tmp_path, corpus, plans, message):
+    summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy(plans=plans))
+    p = preds["w1"]
+    assert p.answer == "Unknown" and p.citations == [] and summary.reasons == {"unknown": 1}
+    failure = p.extra["workflow"]["failure"]
+    assert failure["stage"] == "planning" and message in failure["reason"]
+    assert trajs["w1"]["final"]["failure"] == failure and backend.opened == 1  # no document was read
+
+
+def test_code_error_is_retried_then_answers(tmp_path, corpus):
+    codes = [code_reply("print(sum(r['value'] for r in records) / 0)"), code_reply()]
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(codes=codes))
+    assert preds["w1"].answer == "131.475"
+    runs = trajs["w1"]["workflow"]["code"]
+    assert runs[0]["result"]["error"] == "ZeroDivisionError: float division by zero" and runs[1]["result"]["ok"]
+    assert "That program failed: ZeroDivisionError: float division by zero" in trajs["w1"]["steps"][2]["input_delta"]
+
+
+@pytest.mark.parametrize(("codes", "message"), [
+    ([code_reply("import os\nprint(os.listdir('/'))")] * 2, "module 'os' is not allowed"),
+    ([code_reply("x = [r['value'] for r in records]"), code_reply("print('x' * 3_000_000)")],
+     "printed more than 1,000,000 bytes"),
+    (['{"nothing": 1}', code_reply("print(open('/etc/passwd').read())")], "reading /etc/passwd is not allowed"),
+])
+def test_code_that_fails_twice_answers_unknown(tmp_path, corpus, codes, message):
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(codes=codes))
+    p = preds["w1"]
+    assert p.answer == "Unknown" and p.extra["workflow"]["failure"]["stage"] == "code"
+    assert message in p.extra["workflow"]["failure"]["reason"]
+    assert len(p.extra["workflow"]["records"]) == 4  # the records were fine: the failure is the code's
+
+
+def _never_answers_for(document: str):
+    def child(qid, turn, messages):
+        if qid.endswith(document):
+            return json.dumps({"tool": "search", "query": "nothing here"})
+        return reader(qid, turn, messages)
+
+    return child
+
+
+def test_a_document_that_never_answers_is_retried_then_left_out(tmp_path, corpus):
+    policy = workflow_policy(child=_never_answers_for("dune-ar-2023"),
+                             codes=[code_reply("print(len(records))")])
+    _, preds, trajs, _ = run(tmp_path, corpus, policy, extract_iterations=3)
+    p = preds["w1"]
+    assert p.answer == "3"  # the program ran over the three documents that yielded records
+    assert p.extra["workflow"]["failed_documents"] == [
+        {"document": "dune-ar-2023", "stage": "extraction", "reason": "no answer (max_iterations)"}]
+    dune = next(x for x in trajs["w1"]["workflow"]["extractions"] if x["document"] == "dune-ar-2023")
+    assert len(dune["steps"]) == 4  # 3 turns, then the retry that demands an answer
+    assert "Answer now with the answer tool" in dune["steps"][3]["input_delta"]
+    assert "Error: no answer (max_iterations)" in p.extra["document_dialogs"]["dune-ar-2023"]
+
+
+def test_a_late_answer_after_the_retry_is_used(tmp_path, corpus):
+    def child(qid, turn, messages):
+        if qid.endswith("birch-ar-2023") and turn <= 3:
+            return json.dumps({"tool": "search", "query": "revenue"})
+        return reader(qid, turn, messages)
+
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(child=child), extract_iterations=3)
+    assert preds["w1"].answer == "131.475"  # Birch answered on its retry turn
+    birch = next(x for x in trajs["w1"]["workflow"]["extractions"] if x["document"] == "birch-ar-2023")
+    calls = [s["tool_call"]["name"] if s["tool_call"] else None for s in birch["steps"]]
+    assert calls == ["search", "search", None, "answer", "record"]  # its third turn had to answer; the retry did
+
+
+def test_normalisation_errors_are_retried_and_units_converted_by_dossier(tmp_path, corpus):
+    seen = {}
+
+    def child(qid, turn, messages):
+        reply = reader(qid, turn, messages)
+        if messages[-1][1].startswith("Write the revenue") and qid.endswith("cedar-ar-2023"):
+            record = json.loads(reply)
+            return json.dumps({**record, "unit": "EUR"})  # a currency the plan did not ask for
+        if messages[-1][1].startswith("That record failed"):
+            seen[qid] = messages[-1][1]
+            history = "\n".join(text for _, text in messages)
+            return json.dumps({"value": "131,500", "scale": "thousands", "unit": "USD", "page": 2})
+        return reply
+
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(child=child))
+    assert preds["w1"].answer == "131.475"
+    assert "the value is in EUR but the plan asks for USD; there are no exchange rates" in seen["w1/cedar-ar-2023"]
+
+
+def test_when_every_record_fails_normalisation_the_answer_is_unknown(tmp_path, corpus):
+    def child(qid, turn, messages):
+        if messages[-1][1].startswith(("Write the revenue", "That record failed")):
+            return json.dumps({"value": "12", "scale": "units", "unit": "percent", "page": 2})
+        return reader(qid, turn, messages)
+
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(child=child))
+    p = preds["w1"]
+    assert p.answer == "Unknown" and p.extra["workflow"]["failure"] == {
+        "stage": "normalisation", "reason": "none of the 4 documents yielded a record"}
+    reasons = {d["reason"] for d in p.extra["workflow"]["failed_documents"]}
+    assert reasons == {"the page gives percent, but the plan asks for money in USD million"}
+
+
+def test_without_metadata_the_question_is_unknown_at_planning(tmp_path):
+    from tests.pdfs import make_text_store
+    from tools.search import build_index
+
+    build_index(make_text_store(tmp_path / "bare", {"a": ["Revenue 1"]}))
+    q = question()
+    q.extra.pop("metadata")
+    _, preds, _, backend = run(tmp_path, tmp_path / "bare", workflow_policy(), questions=[q])
+    assert preds["w1"].answer == "Unknown" and "ingest the corpus with --metadata" in \
+        preds["w1"].extra["workflow"]["failure"]["reason"]
+    assert backend.submitted == []
+
+
+def test_imported_question_metadata_is_used_without_its_gold_values(tmp_path):
+    from engine.agents.workflow_plan import question_metadata
+
+    rows = question_metadata(question())
+    assert rows["alder-ar-2023"] == {"company": "Alder", "year": 2023}  # value_* (the gold facts) removed
+
+
+def test_several_questions_run_together_and_resume(tmp_path, corpus):
+    qs = [question("w1"), question("w2")]
+    summary, preds, _, _ = run(tmp_path, corpus, workflow_policy(plans=[plan_reply()] * 2, codes=[code_reply()] * 2),
+                               questions=qs)
+    assert summary.episodes == 2 and {p.answer for p in preds.values()} == {"131.475"}
+    again = ScriptedBackend(workflow_policy())
+    rerun = RolloutRunner(again, AgentSettings(agent="workflow"), AgentEnv(corpus), tmp_path / "run").run(qs)
+    assert rerun.skipped == 2 and again.opened == 0
