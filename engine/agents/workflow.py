@@ -213,10 +213,13 @@ class WorkflowEpisode:
     def prediction(self) -> Prediction:
         searches = [q for c in self.children for q in c.search_history]
         calls = self.iterations + sum(c.iterations for c in self.children)
+        printed = {c.task.document: c.record for c in self.children if c.normalised is not None}
+        records = [{**r, "raw_value": printed[r["document"]]["value"], "raw_scale": printed[r["document"]]["scale"],
+                    "raw_unit": printed[r["document"]]["unit"]} for r in self.records]  # as the page printed it
         extra = {"agent": "workflow", "finish": self.reason, "tokens": self._tokens(), "wall_s": round(self.wall_s, 3),
                  "steps": calls, "document_dialogs": {c.task.document: c.dialog() for c in self.children},
                  "workflow": {"plan": self.plan.to_json() if self.plan else None, "metadata": self.metadata_source,
-                              "records": self.records, "failure": self.failure,
+                              "records": records, "failure": self.failure,
                               "failed_documents": [{"document": c.task.document, "stage": c.failed_stage,
                                                     "reason": c.error} for c in self.children if c.failed_stage]}}
         return Prediction(self.question.id, self.question.question, self.answer or UNKNOWN, self.citations(), searches,

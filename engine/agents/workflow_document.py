@@ -64,11 +64,13 @@ class DocumentEpisode(Episode):
     failed_stage: str | None = None  # extraction | normalisation
     retried: set = field(default_factory=set)  # stages already retried once
     pages_seen: list = field(default_factory=list)  # pages the searches returned, in order
+    prompt: list = field(default_factory=list)  # the first turn's messages (the prefix-cache report renders them)
 
     def first_turn(self) -> Turn:
         task, turns = self.task, self.settings.max_iterations
         user = extract_user(task.question, task.document, task.fields, task.subquery, turns)
-        return self._turn([("system", EXTRACT_SYSTEM), ("user", user)], allow_search=turns > 1)
+        self.prompt = [("system", EXTRACT_SYSTEM), ("user", user)]
+        return self._turn(list(self.prompt), allow_search=turns > 1)
 
     def _turn(self, messages, allow_search: bool) -> Turn:
         turn = Episode._turn(self, messages, allow_search)
@@ -154,4 +156,5 @@ class DocumentEpisode(Episode):
                 "answer": self.answer.answer if self.answer else None,
                 "citations": [c.to_json() for c in self.answer.citations] if self.answer else [],
                 "record": self.record, "normalised": self.normalised, "pages_seen": self.pages_seen,
-                "failed_stage": self.failed_stage, "error": self.error, "reason": self.reason, "steps": self.steps}
+                "failed_stage": self.failed_stage, "error": self.error, "reason": self.reason,
+                "prompt": [list(m) for m in self.prompt], "steps": self.steps}

@@ -133,6 +133,16 @@ def score(
         typer.echo(f"first search hit: page {_pct(first['page_hit_rate'])}, document {_pct(first['doc_hit_rate'])}"
                    + (f"; query drift {steps['query_drift']['mean']:.3f}" if steps.get("query_drift")
                       and steps["query_drift"]["mean"] is not None else ""))
+    coverage = report.get("mudabench_coverage")
+    if coverage:
+        typer.echo("MuDABench fact coverage: " + " · ".join(
+            f"{level} {_pct(coverage[f'{level}_accuracy'])} ({coverage[f'{level}_correct']}/{coverage[f'{level}_total']})"
+            for level in ("cell", "row", "column")))
+    stages = report.get("workflow_stages")
+    if stages:
+        typer.echo(f"workflow stage taxonomy ({stages['questions'] - stages['correct']} wrong of {stages['questions']}): "
+                   + " · ".join(f"{name} {count}" for name, count in stages["counts"].items()
+                                if count or name != "unattributed"))
     if files:
         typer.echo(f"reports: {files['html']} (.md, .json, items.jsonl)")
 

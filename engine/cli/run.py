@@ -72,6 +72,10 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
         env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
     config = EngineConfig(**engine_kwargs)
     meta = _metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
+    if agent == "workflow":  # what protected the model-written programs of this run
+        from tools.sandbox import sandbox_guarantees
+
+        meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
     _check_resume(out, meta)
     engine = Engine.from_pretrained(model, config)
     settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
@@ -86,6 +90,11 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
     else:
         summary = RolloutRunner(backend, settings, env, out, concurrency).run(items)
     report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": engine.stats()["counters"]}
+    if agent == "workflow":  # per-document extractions share one prompt prefix: how much came from the cache
+        from engine.agents.workflow_report import load_workflow_trajectories, prefix_cache_report, render_with
+
+        report["prefix_cache"] = prefix_cache_report(load_workflow_trajectories(out / "trajectories.jsonl"),
+                                                     render_with(engine.processor))
     (out / "run_summary.json").write_text(json.dumps(report, indent=2))
     return report
 
@@ -138,6 +147,8 @@ def run_cmd(
     temperature: Annotated[float, typer.Option(help="0 = greedy (the default); above 0, sampling with --seed.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Sampling seed: each turn's seed derives from it, the question and the "
                                            "step (greedy decoding ignores it).")] = 0,
+    extract_iterations: Annotated[int, typer.Option(help="workflow: model turns of each per-document extraction "
+                                                         "episode (the last must answer).")] = 4,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     fmt: FormatOpt = OutputFormat.human,
@@ -159,7 +170,7 @@ def run_cmd(
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
-                           temperature=temperature)
+                           temperature=temperature, extract_iterations=extract_iterations)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device)
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human)
@@ -170,6 +181,11 @@ def run_cmd(
     typer.echo(f"{report['episodes']} episodes in {report['seconds']} s ({report['episodes_per_hour']:.0f} episodes/h, "
                f"{report['steps_per_s']} steps/s, {report['generated_tok_per_s']} tok/s); finish: {reasons or '-'}"
                + (f"; {report['skipped']} already done" if report["skipped"] else ""))
+    cache = report.get("prefix_cache")
+    if cache and cache["documents"]:
+        typer.echo(f"extraction prefix: {cache['shared_prefix_tokens']:.0f} tokens shared by the documents of a question; "
+                   f"{100 * cache['share_from_cache']:.1f}% of it read from the prefix cache for the "
+                   f"{cache['documents']} documents after the first (lowest {100 * cache['min_share']:.1f}%)")
     typer.echo(f"score it: dossier eval {out}")
 
 

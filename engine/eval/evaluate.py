@@ -23,6 +23,7 @@ from engine.eval.mudabench import combine_coverage, coverage_for_question, rows_
 from engine.eval.steps import accuracy_at_budgets, first_query_hits, query_drift
 from engine.eval.summary import breakdowns, summarize
 from engine.eval.trajectories import Episode
+from engine.eval.workflow_stages import stage_taxonomy
 from tools.errors import DossierError
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
@@ -141,5 +142,7 @@ def evaluate(
                                                                    config.embedder),
         "mudabench_coverage": _coverage(questions, {q.id: p for q, p in matched.pairs},
                                         config.coverage_judge or tolerance_row_judge),
+        # which workflow stage failed first, judged with MuDABench's tolerance (None for other agents)
+        "workflow_stages": stage_taxonomy([(q, p, item.mudabench) for (q, p), item in zip(matched.pairs, items)]),
     })
     return EvalResult(report, items)

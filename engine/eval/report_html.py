@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from engine.eval.report_markdown import breakdown_rows, headline_rows, num, pct, taxonomy_rows
+from engine.eval.report_markdown import breakdown_rows, headline_rows, num, pct, stage_rows, taxonomy_rows
 from engine.eval.svg import bar_chart, line_chart
 
 __all__ = ["render_html", "PLOT_IDS"]
@@ -105,6 +105,10 @@ def render_html(report: dict, title: str = "Dossier evaluation") -> str:
             ["level", "accuracy", "correct / total"],
             [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])]
+    if report.get("workflow_stages"):
+        parts += ["<h2>Workflow stage taxonomy</h2>",
+                  "<p>First stage that went wrong, per wrongly answered question (MuDABench tolerance).</p>",
+                  _table(["stage", "questions", "share of errors"], stage_rows(report))]
     if report["skipped_line_reasons"]:
         parts += ["<h2>Skipped input lines</h2><ul>"] + [f"<li>{escape(r)}</li>" for r in report["skipped_line_reasons"]]
         parts.append("</ul>")

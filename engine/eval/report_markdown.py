@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "pct", "ci_text", "num"]
+__all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows", "pct", "ci_text", "num"]
 
 TAXONOMY_LABELS = {
     "correct": "correct",
@@ -70,6 +70,15 @@ def taxonomy_rows(report: dict) -> list[tuple[str, int, float, float | None]]:
     return rows
 
 
+def stage_rows(report: dict) -> list[list[str]]:
+    """Rows of the workflow stage taxonomy: stage, wrong questions it is blamed for, share of errors."""
+    stages = report.get("workflow_stages")
+    if not stages:
+        return []
+    return [[name, str(count), pct(stages["shares_of_errors"][name])] for name, count in stages["counts"].items()
+            if count or name != "unattributed"]
+
+
 def breakdown_rows(group: dict) -> list[list[str]]:
     """Rows of one breakdown table: group, n, accuracy, CI, Page F1, Doc F1, Kuiper."""
     return [[name, str(s["n"]), pct(s["accuracy"]), ci_text(s["accuracy_ci"]), num(s["page_f1"]),
@@ -118,6 +127,12 @@ def render_markdown(report: dict) -> str:
             ["level", "accuracy", "correct / total"],
             [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])
+    if report.get("workflow_stages"):
+        stages = report["workflow_stages"]
+        lines += ["## Workflow stage taxonomy", "",
+                  f"First stage that went wrong, for the {stages['questions'] - stages['correct']} of "
+                  f"{stages['questions']} questions answered wrongly under MuDABench's tolerance.", ""]
+        lines += _table(["stage", "questions", "share of errors"], stage_rows(report))
     if report["skipped_line_reasons"]:
         lines += ["## Skipped input lines", ""] + [f"- {reason}" for reason in report["skipped_line_reasons"]] + [""]
     return "\n".join(lines)
