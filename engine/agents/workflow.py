@@ -27,7 +27,7 @@ from engine.agents.actions import Done, Spawn, ToolJob, Turn
 from engine.agents.workflow_document import DocumentEpisode, DocumentView, ExtractionTask
 from engine.agents.workflow_plan import PLAN_TOKENS, Plan, fill_template, parse_plan, plan_schema, question_metadata
 from engine.agents.workflow_prompts import CODE_SYSTEM, PLAN_SYSTEM, code_user, plan_user, retry_note
-from engine.agents.workflow_records import TARGET_UNITS
+from engine.agents.workflow_records import TARGET_UNITS, first_object
 from engine.datasets.formats import Evidence, Prediction, Question
 from tools.errors import DossierError
 
@@ -236,14 +236,10 @@ class WorkflowEpisode:
 
 
 def _code_of(raw: str) -> str | None:
-    import json
-
-    text = raw.strip()
     try:
-        obj = json.JSONDecoder(strict=False).raw_decode(text[text.find("{"):])[0] if "{" in text else None
-    except json.JSONDecodeError:
+        code = first_object(raw, "program").get("code")
+    except DossierError:
         return None
-    code = obj.get("code") if isinstance(obj, dict) else None
     return code if isinstance(code, str) and code.strip() else None
 
 

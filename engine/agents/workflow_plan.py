@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from engine.agents.workflow_records import TARGET_UNITS
+from engine.agents.workflow_records import TARGET_UNITS, first_object
 from tools.corpus.metadata import select_documents
 from tools.errors import DossierError
 
@@ -56,13 +56,7 @@ def plan_schema(schema: dict) -> dict:
 
 def parse_plan(raw: str, metadata: dict[str, dict]) -> Plan:
     """Check a planner reply and execute its restriction; a DossierError says what to fix."""
-    text = raw.strip()
-    try:
-        obj = json.JSONDecoder(strict=False).raw_decode(text[text.find("{"):])[0] if "{" in text else None
-    except json.JSONDecodeError as err:
-        raise DossierError(f"the plan is not valid JSON ({err.msg})") from None
-    if not isinstance(obj, dict):
-        raise DossierError("the plan must be one JSON object")
+    obj = first_object(raw, "plan")
     fields = sorted({key for row in metadata.values() for key in row})
     restriction = obj.get("restriction") or {}
     if not isinstance(restriction, dict):

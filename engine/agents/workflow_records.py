@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 
 from tools.errors import DossierError
 
-__all__ = ["TARGET_UNITS", "SCALES", "UNITS", "record_schema", "parse_record", "normalise", "convert"]
+__all__ = ["TARGET_UNITS", "SCALES", "UNITS", "record_schema", "parse_record", "normalise", "convert", "first_object"]
 
 SCALES = {"units": Decimal(1), "thousands": Decimal(10) ** 3, "millions": Decimal(10) ** 6,
           "billions": Decimal(10) ** 9}
@@ -57,16 +57,25 @@ def _number(text: str) -> Decimal:
     return -value if negative else value
 
 
-def parse_record(raw: str) -> dict:
-    """The model's record JSON, checked; raises DossierError naming what is wrong."""
+def first_object(raw: str, what: str) -> dict:
+    """The first JSON object of a model reply (text after it ignored); a DossierError naming `what` otherwise."""
     import json
 
+    text = raw.strip()
+    if "{" not in text:
+        raise DossierError(f"the {what} is not a JSON object")
     try:
-        obj = json.JSONDecoder(strict=False).raw_decode(raw.strip()[raw.strip().find("{"):])[0]
-    except (json.JSONDecodeError, ValueError) as err:
-        raise DossierError(f"the record is not valid JSON ({err})") from None
+        obj = json.JSONDecoder(strict=False).raw_decode(text[text.find("{"):])[0]
+    except json.JSONDecodeError as err:
+        raise DossierError(f"the {what} is not valid JSON ({err.msg})") from None
     if not isinstance(obj, dict):
-        raise DossierError("the record must be a JSON object")
+        raise DossierError(f"the {what} must be one JSON object")
+    return obj
+
+
+def parse_record(raw: str) -> dict:
+    """The model's record JSON, checked; raises DossierError naming what is wrong."""
+    obj = first_object(raw, "record")
     for key in ("value", "scale", "unit", "page"):
         if key not in obj:
             raise DossierError(f"the record lacks {key!r}")
