@@ -156,6 +156,8 @@ def compare(
     run_a: Annotated[Path, typer.Argument(help="System A: eval dir (items.jsonl), run dir, or predictions file.")],
     run_b: Annotated[Path, typer.Argument(help="System B, same kinds as A.")],
     gold: GoldOpt = None,
+    verdict: Annotated[str, typer.Option(help="What counts as right: correct (judge, else ANLS* >= 0.5), "
+                                              "mudabench (MuDABench's numeric tolerance) or docvqa.")] = "correct",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Paired comparison of two systems: exact McNemar test and Cohen's kappa on shared items.
@@ -169,8 +171,13 @@ def compare(
     from engine.eval.compare import compare_items, load_system_items, system_name
     from engine.eval.report_markdown import ci_text
 
-    result = compare_items(load_system_items(run_a, gold), load_system_items(run_b, gold))
-    result = {"a": system_name(run_a), "b": system_name(run_b), **result}
+    from engine.eval.compare import VERDICTS
+    from tools.errors import DossierError
+
+    if verdict not in VERDICTS:
+        raise DossierError(f"--verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    result = compare_items(load_system_items(run_a, gold), load_system_items(run_b, gold), verdict=verdict)
+    result = {"a": system_name(run_a), "b": system_name(run_b), "verdict": verdict, **result}
     if fmt is OutputFormat.json:
         emit_json(result)
         return

@@ -14,7 +14,7 @@ from engine.eval.items import ItemResult
 from engine.eval.report import load_item_results
 from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
 
-__all__ = ["load_system_items", "compare_items", "system_name"]
+__all__ = ["load_system_items", "compare_items", "system_name", "VERDICTS"]
 
 
 def system_name(source: str | Path) -> str:
@@ -39,8 +39,15 @@ def load_system_items(source: str | Path, gold: str | Path | None = None) -> lis
     return evaluate(inputs.questions, inputs.predictions, None, EvalConfig(bootstrap=0), inputs.errors).items
 
 
-def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95) -> dict:
+VERDICTS = ("correct", "mudabench", "docvqa")  # which per-item verdict counts as right
+
+
+def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95, verdict: str = "correct") -> dict:
     """Paired comparison of two systems on their shared items.
+
+    Args:
+        verdict: "correct" (the judge's, else ANLS* >= 0.5), "mudabench" (MuDABench's numeric tolerance)
+            or "docvqa" (DocVQA-2026's binary rule).
 
     Returns:
         accuracies with Wilson intervals, the 2x2 table (both right, only A, only B, both
@@ -49,8 +56,9 @@ def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95)
     by_id_b = {item.id: item for item in b}
     paired = [(item, by_id_b[item.id]) for item in a if item.id in by_id_b]
     n = len(paired)
-    right_a = [x.correct for x, _ in paired]
-    right_b = [y.correct for _, y in paired]
+    assert verdict in VERDICTS, f"unknown verdict {verdict!r}"
+    right_a = [bool(getattr(x, verdict)) for x, _ in paired]
+    right_b = [bool(getattr(y, verdict)) for _, y in paired]
     only_a = sum(1 for x, y in zip(right_a, right_b) if x and not y)
     only_b = sum(1 for x, y in zip(right_a, right_b) if y and not x)
     both = sum(1 for x, y in zip(right_a, right_b) if x and y)

@@ -61,3 +61,15 @@ def test_evaluate_reports_accuracy_coverage_and_the_stage_taxonomy():
     assert report["mudabench_coverage"]["cell_correct"] == 2 and report["mudabench_coverage"]["cell_total"] == 4
     markdown = render_markdown(report)
     assert "## Workflow stage taxonomy" in markdown and "| extraction | 1 | 100.0% |" in markdown
+
+
+def test_compare_can_count_the_mudabench_tolerance_verdict():
+    from engine.eval.compare import compare_items
+
+    gold = [Question(f"n{i}", f"Number {i}?", [[f"{100 + i}.37"]], [], {}) for i in range(4)]
+    near = [Prediction(f"n{i}", "", f"{100 + i}.3", [], [], 1, {}) for i in range(4)]  # right under the tolerance
+    off = [Prediction(f"n{i}", "", f"{100 + i}.4" if i else f"{100 + i}.31", [], [], 1, {}) for i in range(4)]
+    a, b = evaluate(gold, near).items, evaluate(gold, off).items
+    tolerance = compare_items(a, b, verdict="mudabench")
+    assert (tolerance["accuracy_a"], tolerance["accuracy_b"], tolerance["only_a_correct"]) == (1.0, 0.25, 3)
+    assert compare_items(a, b)["accuracy_a"] == sum(i.correct for i in a) / 4  # the default verdict is ANLS*/judge
