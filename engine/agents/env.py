@@ -88,11 +88,21 @@ class AgentEnv:
                 hits = self.searcher.search(query, k=k, document=document, mode=mode, snippets=False)
         except DossierError as err:
             return [], str(err)
-        from tools.search.searcher import positive_tokens
-
-        words = {str(self.searcher.index.vocab[t]) for t in positive_tokens(node, self.searcher.index)}
+        words = self._words(node)
         return [PageHit(h.document, h.page, h.score, excerpt(self.store.page(h.document, h.page).text, words,
                                                               self.page_chars)) for h in hits], None
+
+    def query_words(self, query: str, mode: str | None = None) -> set[str]:
+        """The indexed words that rank a query's hits (not those under NOT), to highlight them; empty if it does not parse."""
+        try:
+            return self._words(self.searcher.parse(query, mode or self.search_mode))
+        except DossierError:
+            return set()
+
+    def _words(self, node) -> set[str]:
+        from tools.search.searcher import positive_tokens
+
+        return {str(self.searcher.index.vocab[t]) for t in positive_tokens(node, self.searcher.index)}
 
     def page_image(self, document: str, page: int, dpi: int, max_pixels: int):
         """A page rendered by the corpus store (cached as PNG in the corpus) as a PIL RGB image."""

@@ -16,7 +16,7 @@ from PIL import Image
 
 from tools.errors import DossierError
 
-__all__ = ["RenderSettings", "render_scale", "render_page", "open_page"]
+__all__ = ["RenderSettings", "render_scale", "render_page", "open_page", "cache_file"]
 
 DEFAULT_DPI = 150
 DEFAULT_MAX_PIXELS = 4_000_000  # ~ A4 at 200 DPI; bounds memory for huge pages
@@ -67,6 +67,11 @@ def open_page(pdf_path: str | Path, page: int, password: str | None = None):
         doc.close()
 
 
+def cache_file(cache_dir: Path, page: int, settings: RenderSettings) -> Path:
+    """Where `render_page` caches a page (1-indexed) rendered with `settings` (a PNG file)."""
+    return Path(cache_dir) / f"p{page:05d}-{settings.dpi}dpi-{settings.max_pixels}px.png"
+
+
 def render_page(pdf_path: str | Path, page: int, settings: RenderSettings, cache_dir: Path | None = None,
                 password: str | None = None) -> Image.Image:
     """Render one page (1-indexed) to an RGB image, reading and filling the PNG cache when given.
@@ -76,7 +81,7 @@ def render_page(pdf_path: str | Path, page: int, settings: RenderSettings, cache
     """
     cached = None
     if cache_dir is not None:
-        cached = cache_dir / f"p{page:05d}-{settings.dpi}dpi-{settings.max_pixels}px.png"
+        cached = cache_file(cache_dir, page, settings)
         if cached.is_file():
             with Image.open(cached) as img:
                 return img.convert("RGB")

@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from tools.corpus.pdf import DocumentRecord
-from tools.corpus.render import RenderSettings, render_page
+from tools.corpus.render import RenderSettings, cache_file, render_page
 from tools.errors import DossierError
 
 __all__ = ["CorpusStore", "DocumentInfo", "PageInfo", "PageWords", "IngestError", "DB_NAME"]
@@ -339,6 +339,19 @@ class CorpusStore:
         self.page(doc_id, page)
         return render_page(self.pdf_dir / f"{doc_id}.pdf", page, settings or RenderSettings(),
                            self.root / "renders" / doc_id)
+
+    def render_file(self, doc_id: str, page: int, settings: RenderSettings | None = None) -> Path:
+        """The cached PNG of a rendered page, rendering it first when it is not cached (a web server sends it as is).
+
+        Raises:
+            DossierError: unknown document or page.
+        """
+        settings = settings or RenderSettings()
+        self.page(doc_id, page)
+        path = cache_file(self.root / "renders" / doc_id, page, settings)
+        if not path.is_file():
+            self.render(doc_id, page, settings)
+        return path
 
     def _suggest(self, doc_id: str) -> str:
         import difflib

@@ -20,7 +20,7 @@ from tools.search.index import SearchIndex
 from tools.search.query import And, Empty, Node, Not, Or, Phrase, Term, Wildcard, bag_of_words, parse_query
 from tools.search.tokenize import analyze
 
-__all__ = ["SearchHit", "Searcher", "match_rows"]
+__all__ = ["SearchHit", "Searcher", "match_rows", "make_snippet", "snippet_spans"]
 
 SNIPPET_TOKENS = 32  # words of context in a snippet
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff\u00ad]")  # format characters
@@ -185,11 +185,16 @@ class Searcher:
         return hits
 
 
-def make_snippet(text: str, words: set[str], width: int = SNIPPET_TOKENS) -> str:
-    """The window of `width` tokens holding the most distinct matched words, matches in **bold**."""
+def snippet_spans(text: str, words: set[str], width: int = SNIPPET_TOKENS) -> list[tuple[str, bool]]:
+    """The window of `width` tokens holding the most distinct matched words, as (text, is_match) pieces.
+
+    Whitespace is collapsed and format characters dropped; "… " / " …" mark a cut at either end.
+    The pieces keep matches apart from the text around them, so a web page can highlight them
+    without parsing markers out of page text (which may itself contain "**").
+    """
     toks = list(analyze(text, keep_stopwords=True))
     if not toks:
-        return ""
+        return []
     hits = [i for i, t in enumerate(toks) if t.text in words]
     best, best_score = 0, -1
     for i in hits or [0]:
@@ -199,11 +204,25 @@ def make_snippet(text: str, words: set[str], width: int = SNIPPET_TOKENS) -> str
             best, best_score = start, score
     window = toks[best:best + width]
     lo, hi = window[0].start, window[-1].end
-    pieces, cursor = [], lo
+    body: list[tuple[str, bool]] = []
+    cursor = lo
     for t in window:
         if t.text in words:
-            pieces += [text[cursor:t.start], "**", text[t.start:t.end], "**"]
+            body += [(_clean(text[cursor:t.start]), False), (_clean(text[t.start:t.end]), True)]
             cursor = t.end
-    pieces.append(text[cursor:hi])
-    snippet = _INVISIBLE.sub("", re.sub(r"\s+", " ", "".join(pieces))).strip()
-    return ("… " if lo > 0 else "") + snippet + (" …" if hi < len(text.rstrip()) else "")
+    body.append((_clean(text[cursor:hi]), False))
+    if not body[0][1]:
+        body[0] = (body[0][0].lstrip(), False)
+    if not body[-1][1]:
+        body[-1] = (body[-1][0].rstrip(), False)
+    pieces = ([("… ", False)] if lo > 0 else []) + body + ([(" …", False)] if hi < len(text.rstrip()) else [])
+    return [(piece, match) for piece, match in pieces if piece]
+
+
+def _clean(piece: str) -> str:
+    return _INVISIBLE.sub("", re.sub(r"\s+", " ", piece))
+
+
+def make_snippet(text: str, words: set[str], width: int = SNIPPET_TOKENS) -> str:
+    """The window of `width` tokens holding the most distinct matched words, matches in **bold**."""
+    return "".join(f"**{piece}**" if match else piece for piece, match in snippet_spans(text, words, width))
