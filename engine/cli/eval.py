@@ -79,6 +79,7 @@ def score(
     """
     from engine.eval.calibration import JudgeCalibration
     from engine.eval.evaluate import EvalConfig, evaluate
+    from engine.eval.human import behaviour_text
     from engine.eval.inputs import load_inputs
     from engine.eval.report import json_safe, write_reports
     from engine.eval.report_markdown import headline_rows
@@ -143,6 +144,9 @@ def score(
         typer.echo(f"workflow stage taxonomy ({stages['questions'] - stages['correct']} wrong of {stages['questions']}): "
                    + " · ".join(f"{name} {count}" for name, count in stages["counts"].items()
                                 if count or name != "unattributed"))
+    behaviour = behaviour_text(report.get("behaviour"))
+    if behaviour:
+        typer.echo(behaviour)
     if files:
         typer.echo(f"reports: {files['html']} (.md, .json, items.jsonl)")
 
@@ -162,25 +166,39 @@ def compare(
 ) -> None:
     """Paired comparison of two systems: exact McNemar test and Cohen's kappa on shared items.
 
-    Example:
-        $ dossier eval compare runs/bm25 runs/rag
-        A bm25: 70.5% [63.8, 76.4]   B rag: 65.5% [58.7, 71.7]   paired items 200
-        both correct 95 · only A 46 · only B 36 · both wrong 23
-        McNemar exact p = 0.32 · Cohen's kappa = 0.061
-    """
-    from engine.eval.compare import compare_items, load_system_items, system_name
-    from engine.eval.report_markdown import ci_text
+    Run directories are scored with their trajectories, and their behaviour is printed side by
+    side first (MADQA's human-vs-agent comparison: a person's studio run against an agent's, or
+    two annotators).
 
-    from engine.eval.compare import VERDICTS
+    Example:
+        $ dossier eval compare runs/human/ana runs/bm25
+                                          A ana      B bm25
+        accuracy (ANLS* >= 0.5)           75.0%      15.0%
+        Page F1                           0.700      0.050
+        searches per question             1.40       3.70
+        first search hit a gold page      55.0%      5.0%
+        ...
+        A ana: 75.0% [53.1, 88.8]   B bm25: 15.0% [5.2, 36.0]   paired items 20
+        both correct 3 · only A 12 · only B 0 · both wrong 5
+        McNemar exact p = 0.000488 · Cohen's kappa = 0.167
+    """
+    from engine.eval.compare import VERDICTS, compare_items, load_system, system_name
+    from engine.eval.human import profile, profile_table
+    from engine.eval.report_markdown import ci_text
     from tools.errors import DossierError
 
     if verdict not in VERDICTS:
         raise DossierError(f"--verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
-    result = compare_items(load_system_items(run_a, gold), load_system_items(run_b, gold), verdict=verdict)
-    result = {"a": system_name(run_a), "b": system_name(run_b), "verdict": verdict, **result}
+    (items_a, report_a), (items_b, report_b) = load_system(run_a, gold), load_system(run_b, gold)
+    result = compare_items(items_a, items_b, verdict=verdict)
+    result = {"a": system_name(run_a), "b": system_name(run_b), "verdict": verdict, **result,
+              "profile_a": profile(report_a) if report_a else None, "profile_b": profile(report_b) if report_b else None}
     if fmt is OutputFormat.json:
         emit_json(result)
         return
+    if report_a and report_b:
+        for line in profile_table(result["a"], result["profile_a"], result["b"], result["profile_b"]):
+            typer.echo(line.rstrip())
     typer.echo(f"A {result['a']}: {_pct(result['accuracy_a'])} {ci_text(result['accuracy_a_ci'])}   "
                f"B {result['b']}: {_pct(result['accuracy_b'])} {ci_text(result['accuracy_b_ci'])}   "
                f"paired items {result['n_paired']}"

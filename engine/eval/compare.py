@@ -14,7 +14,7 @@ from engine.eval.items import ItemResult
 from engine.eval.report import load_item_results
 from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
 
-__all__ = ["load_system_items", "compare_items", "system_name", "VERDICTS"]
+__all__ = ["load_system", "load_system_items", "compare_items", "system_name", "VERDICTS"]
 
 
 def system_name(source: str | Path) -> str:
@@ -27,16 +27,29 @@ def system_name(source: str | Path) -> str:
 
 def load_system_items(source: str | Path, gold: str | Path | None = None) -> list[ItemResult]:
     """Item results of one system (see the module docstring for what `source` may be)."""
+    return load_system(source, gold)[0]
+
+
+def load_system(source: str | Path, gold: str | Path | None = None) -> tuple[list[ItemResult], dict | None]:
+    """Item results of one system and its evaluation report (None for an eval dir without report.json).
+
+    A run directory is scored here with its trajectories, so the report has first-query hits
+    and searches per question (engine/eval/human.py compares them).
+    """
+    import json
+
     from engine.eval.evaluate import EvalConfig, evaluate
     from engine.eval.inputs import load_inputs
 
     path = Path(source)
-    if path.is_file() and path.name == "items.jsonl":
-        return load_item_results(path)
-    if path.is_dir() and (path / "items.jsonl").is_file():
-        return load_item_results(path)
+    folder = path.parent if path.is_file() and path.name == "items.jsonl" else path
+    if (path.is_file() and path.name == "items.jsonl") or (path.is_dir() and (path / "items.jsonl").is_file()):
+        report_path = folder / "report.json"
+        report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else None
+        return load_item_results(path), report
     inputs = load_inputs(path, gold)
-    return evaluate(inputs.questions, inputs.predictions, None, EvalConfig(bootstrap=0), inputs.errors).items
+    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig(bootstrap=0), inputs.errors)
+    return result.items, result.report
 
 
 VERDICTS = ("correct", "mudabench", "docvqa")  # which per-item verdict counts as right

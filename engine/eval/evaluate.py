@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from engine.datasets.formats import LineError, Prediction, Question
 from engine.eval.anls import ACCURACY_THRESHOLD, ANLSScorer
 from engine.eval.calibration import JudgeCalibration
+from engine.eval.human import behaviour_summary
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
 from engine.eval.mudabench import combine_coverage, coverage_for_question, rows_from_metadata, tolerance_row_judge
@@ -60,10 +61,15 @@ class EvalResult:
     items: list[ItemResult]
 
 
-def _trajectory_metrics(questions: list[Question], episodes: list[Episode], items: list[ItemResult],
-                        scorer: ANLSScorer, index: GoldIndex, embedder: Callable | None) -> dict:
+def _episodes_by_id(questions: list[Question], episodes: list[Episode], index: GoldIndex) -> tuple[dict, int]:
+    """Gold id -> its episode, and how many episodes matched no gold item."""
     matched = match_records(questions, episodes, index)
-    by_id = {q.id: episode for q, episode in matched.pairs if episode is not None}
+    return {q.id: episode for q, episode in matched.pairs if episode is not None}, len(matched.unmatched)
+
+
+def _trajectory_metrics(questions: list[Question], episodes: list[Episode], items: list[ItemResult],
+                        scorer: ANLSScorer, by_id: dict[str, Episode], unmatched: int,
+                        embedder: Callable | None) -> dict:
     budgets = accuracy_at_budgets(
         [(q.id, q.answer_variants) for q in questions], by_id,
         lambda answer, variants: scorer(answer, variants) >= ACCURACY_THRESHOLD,
@@ -75,7 +81,7 @@ def _trajectory_metrics(questions: list[Question], episodes: list[Episode], item
     return {
         "episodes": len(episodes),
         "matched": len(by_id),
-        "unmatched": len(matched.unmatched),
+        "unmatched": unmatched,
         "accuracy_at_budget": budgets,
         "first_query": first_query_hits([(q.id, q.evidence) for q in questions], by_id),
         "query_drift": drift,
@@ -124,6 +130,8 @@ def evaluate(
         items.append(score_item(question, prediction, scorer, config.judge, config.docvqa_require_marker))
         if config.progress is not None:
             config.progress(1)
+    predicted = {q.id: p for q, p in matched.pairs}
+    by_episode = _episodes_by_id(questions, episodes, index) if episodes is not None else ({}, 0)
     report = {"report_version": REPORT_VERSION}
     report.update(summarize(items, config.calibration, config.bootstrap, config.seed, config.level, detailed=True))
     report.update({
@@ -138,9 +146,10 @@ def evaluate(
         "judge": {"used": config.judge is not None, "q0": config.calibration.q0, "q1": config.calibration.q1,
                   "m0": config.calibration.m0, "m1": config.calibration.m1},
         "breakdowns": breakdowns(items, config.calibration, config.level),
-        "steps": None if episodes is None else _trajectory_metrics(questions, episodes, items, scorer, index,
+        "steps": None if episodes is None else _trajectory_metrics(questions, episodes, items, scorer, *by_episode,
                                                                    config.embedder),
-        "mudabench_coverage": _coverage(questions, {q.id: p for q, p in matched.pairs},
+        "behaviour": behaviour_summary(items, predicted, by_episode[0] if episodes is not None else None, config.level),
+        "mudabench_coverage": _coverage(questions, predicted,
                                         config.coverage_judge or tolerance_row_judge),
         # which workflow stage failed first, judged with MuDABench's tolerance (None for other agents)
         "workflow_stages": stage_taxonomy([(q, p, item.mudabench) for (q, p), item in zip(matched.pairs, items)]),

@@ -34,6 +34,10 @@ def read_run_json(run_dir: Path) -> dict:
     """Parse RUN_DIR/run.json, with errors that name the file."""
     path = run_dir / "run.json"
     if not path.is_file():
+        runs = sorted(p.parent.name for p in run_dir.glob("*/run.json"))
+        if runs:  # a studio directory: one run per annotator
+            raise DossierError(f"{run_dir} holds {len(runs)} runs ({', '.join(runs[:5])}); score one with "
+                               f"`dossier eval {run_dir / runs[0]}`, or compare two with `dossier eval compare`")
         raise DossierError(f"{run_dir} is a directory without run.json; give a run directory written by "
                            "`dossier run --out`, or a predictions file with --gold")
     try:
