@@ -38,7 +38,7 @@ def studio_cmd(
     Example:
         $ dossier studio --corpus demo/corpus --questions demo/sample/questions.jsonl --out runs/human
         Dossier studio: http://127.0.0.1:8300/  (Ctrl+C stops it)
-        corpus demo/corpus: 6 documents, 34 pages · 20 questions · search: top 5, boolean query language
+        corpus demo/corpus: 6 documents, 14 pages · 20 questions · search: top 5, boolean query language
         each annotator's run: runs/human/<name>/ · score one with: dossier eval runs/human/<name>
     """
     from engine.studio import StudioConfig, build_server, studio_url

@@ -8,7 +8,9 @@ Applied to every HTTP request before any route runs:
   localhost, ::1): a web page elsewhere cannot reach the studio through DNS rebinding -> 400;
 - a body longer than `max_body_bytes` -> 413, whether announced by Content-Length or streamed;
 - every response gets a Content-Security-Policy that admits only the studio's own files (no
-  inline script, no other origin), nosniff, no framing and no referrer.
+  inline script, no other origin), nosniff, no framing and no referrer, and a Server-Timing
+  header with the seconds the server spent before answering (`app;dur=MS`, shown by browsers'
+  developer tools and read by benchmarks/bench_studio.py).
 Errors are JSON `{"error": "..."}` like every other error of the studio.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs
 
@@ -52,6 +55,7 @@ class Guard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        started = time.perf_counter()
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         set_cookie = False
         if self.token is None:
@@ -80,7 +84,7 @@ class Guard:
             return await _error(send, 413, f"request body is over the limit of {self.max_body_bytes} bytes")
         if body is not None:
             receive = _replay(body, receive)
-        await self.app(scope, receive, self._wrap_send(send, set_cookie))
+        await self.app(scope, receive, self._wrap_send(send, set_cookie, started))
 
     def _token_of(self, scope, headers: dict) -> str | None:
         auth = headers.get("authorization", "")
@@ -110,12 +114,13 @@ class Guard:
                 break
         return b"".join(chunks)
 
-    def _wrap_send(self, send, set_cookie: bool):
+    def _wrap_send(self, send, set_cookie: bool, started: float):
         token = self.token
 
         async def wrapped(message):
             if message["type"] == "http.response.start":
-                headers = list(message.get("headers", [])) + SECURITY_HEADERS
+                timing = f"app;dur={1000 * (time.perf_counter() - started):.2f}".encode()
+                headers = list(message.get("headers", [])) + SECURITY_HEADERS + [(b"server-timing", timing)]
                 if set_cookie:
                     headers.append((b"set-cookie", f"{TOKEN_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
                                     .encode("latin-1")))
