@@ -106,3 +106,22 @@ def test_an_unexpected_failure_is_a_json_500_without_a_traceback(live, monkeypat
     reply = _post(live, "/api/annotators/crash/search", {"question_id": qid, "query": "revenue"})
     assert reply.status == 500 and reply.json == {"error": "internal error (RuntimeError); the server log has the details"}
     assert b"Traceback" not in reply.body and b"secret" not in reply.body
+
+
+def test_a_server_restart_loses_nothing_and_two_annotators_work_at_once(studio_files, tmp_path):
+    config = StudioConfig(studio_files.corpus, studio_files.questions, tmp_path / "runs", port=0)
+    with serve_in_thread(config) as first:
+        for name in ("Ana", "Ben"):
+            assert _post(first, "/api/signin", {"name": name}).json["question"]["id"] == "q1"
+        _post(first, "/api/annotators/ana/submit", {"question_id": "q1", "action": "answer", "answer": ["$48,250"]})
+        _post(first, "/api/annotators/ben/search", {"question_id": "q1", "query": "revenue"})
+        _post(first, "/api/annotators/ana/search", {"question_id": "q2", "query": '"capital expenditure"'})
+        _post(first, "/api/annotators/ana/mark", {"question_id": "q2", "document": "annual-2022", "page": 2,
+                                                  "marked": True})
+    with serve_in_thread(config) as second:  # a new process would read the same files
+        ana = request(second.url, "GET", "/api/annotators/ana/state").json
+        ben = request(second.url, "GET", "/api/annotators/ben/state").json
+    assert ana["progress"]["done"] == 1 and ana["question"]["id"] == "q2"
+    assert ana["searches"] == ['"capital expenditure"'] and ana["marked"] == [{"document": "annual-2022", "page": 2}]
+    assert ben["progress"]["done"] == 0 and ben["searches"] == ["revenue"] and ben["marked"] == []
+    assert {p.name for p in (tmp_path / "runs").iterdir()} == {"ana", "ben"}
