@@ -22,6 +22,7 @@ __all__ = ["REGISTERED", "families", "family_for", "family_named", "shape", "sha
 REGISTERED: tuple[str, ...] = (
     "models.families.llama:FAMILY",
     "models.families.qwen2:FAMILY",
+    "models.families.qwen3:FAMILY",
     "models.families.qwen_vl:QWEN2_VL",
     "models.families.qwen_vl:QWEN2_5_VL",
     "models.families.qwen_vl:QWEN3_VL",
