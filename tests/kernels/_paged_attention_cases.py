@@ -1,0 +1,52 @@
+"""The interpreted parity cases of the Triton paged-attention kernels, and how their inputs are built.
+
+Kept apart from `_paged_attention_check.py` (which needs TRITON_INTERPRET=1 before importing
+triton) so the tests can import the case list and the builder.
+"""
+
+import torch
+
+# name: (kernel, dtype, heads, kv_heads, head_dim, block_size, [(q_len, context), ...], options)
+CASES = {
+    # prefill chunks: a whole prompt, chunks after cached prefixes, one ending exactly on a block
+    # boundary, one decode row mixed in; GQA 2
+    "prefill_fp32_gqa2": ("prefill", torch.float32, 4, 2, 16, 4, [(5, 5), (7, 19), (1, 9), (20, 44)], {}),
+    # the same in bf16, head_dim not a power of two, MHA
+    "prefill_bf16_mha_d24": ("prefill", torch.bfloat16, 2, 2, 24, 8, [(9, 9), (17, 40), (3, 16)], {}),
+    # a query tile boundary inside a chunk (block_m 16), GQA 4, fp16
+    "prefill_fp16_gqa4_tiles": ("prefill", torch.float16, 4, 1, 16, 16, [(33, 50), (2, 2)], {"block_m": 16}),
+    # sliding window of 6 keys (Gemma-3 local layers)
+    "prefill_fp32_window": ("prefill", torch.float32, 2, 1, 16, 4, [(12, 12), (6, 30)], {"window": 6}),
+    # decode, split-K over 32-key splits, contexts across block boundaries, GQA 4
+    "decode_fp32_gqa4_split": ("decode", torch.float32, 8, 2, 16, 4, [(1, 1), (1, 16), (1, 33), (1, 97)],
+                               {"split_len": 32}),
+    # decode bf16, GQA 8 (Llama-3 ratio), head_dim 32, one split per sequence
+    "decode_bf16_gqa8": ("decode", torch.bfloat16, 8, 1, 32, 16, [(1, 5), (1, 64), (1, 70)], {"split_len": 128}),
+    # decode fp16, MHA, sliding window across splits
+    "decode_fp16_window": ("decode", torch.float16, 2, 2, 16, 8, [(1, 40), (1, 7)], {"split_len": 32, "window": 10}),
+}
+
+
+def build(dtype, heads, kv_heads, head_dim, block_size, lengths, seed=0):
+    """Random q, a scattered paged cache and the metadata for the (q_len, context) pairs."""
+    gen = torch.Generator().manual_seed(seed)
+    tables = []
+    pool = sum(-(-ctx // block_size) for _, ctx in lengths) + 3
+    order = torch.randperm(pool, generator=gen).tolist()  # non-contiguous blocks
+    for _, ctx in lengths:
+        need = -(-ctx // block_size)
+        tables.append(order[:need])
+        order = order[need:]
+    width = max(len(t) for t in tables)
+    block_tables = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
+    k_cache = torch.randn(pool, block_size, kv_heads, head_dim, generator=gen).to(dtype)
+    v_cache = torch.randn(pool, block_size, kv_heads, head_dim, generator=gen).to(dtype)
+    q_lens = [q for q, _ in lengths]
+    cu = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32)
+    q = torch.randn(sum(q_lens), heads, head_dim, generator=gen).to(dtype)
+    context = torch.tensor([c for _, c in lengths], dtype=torch.int32)
+    return q, k_cache, v_cache, cu, context, block_tables
+
+
+CASE_NAMES = list(CASES)
+
