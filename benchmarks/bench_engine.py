@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--naive-sessions", type=int, default=4, help="0 = run the naive loop on every session")
     parser.add_argument("--kv-cache-gib", type=float, default=4.0)
     parser.add_argument("--max-batched-tokens", type=int, default=2048)
-    parser.add_argument("--attention", default="auto")
+    parser.add_argument("--attention", default="auto", help="auto, triton, flash_attn (GPU), numba or sdpa (CPU)")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=None)

@@ -52,11 +52,36 @@ def _dot_fp32(dtype: torch.dtype) -> bool:
 
 
 @triton.jit
+def _cache_rows(tables_ptr, seq, keys, key_live, stride_tb, BLOCK_SIZE: tl.constexpr):
+    """(BLOCK_N,) int64 row of each key of sequence `seq` in the cache seen as (blocks * block_size) rows."""
+    blocks = tl.load(tables_ptr + seq * stride_tb + keys // BLOCK_SIZE, mask=key_live, other=0).to(tl.int64)
+    return blocks * BLOCK_SIZE + keys % BLOCK_SIZE
+
+
+@triton.jit
+def _softmax_step(q, k, v, visible, best, total, acc, qk_scale, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr):
+    """Fold one key tile into the online softmax: returns the new (row max, denominator, weighted values)."""
+    if DOT_FP32:
+        k = k.to(tl.float32)
+    scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (rows, BLOCK_N), log2 units
+    scores = tl.where(visible, scores, float("-inf"))
+    new_best = tl.maximum(best, tl.max(scores, axis=1))
+    safe = tl.where(new_best == float("-inf"), 0.0, new_best)  # rows that saw no key yet
+    p = tl.exp2(scores - safe[:, None])
+    alpha = tl.exp2(best - safe)
+    total = total * alpha + tl.sum(p, axis=1)
+    if DOT_FP32:
+        acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision=PRECISION)
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return new_best, total, acc
+
+
+@triton.jit
 def _prefill_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, cu_q_ptr, ctx_ptr, tables_ptr,
     qk_scale, window,
-    stride_qt, stride_qh, stride_ot, stride_oh,
-    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_tb,
+    stride_qt, stride_qh, stride_ot, stride_oh, stride_ks, stride_kh, stride_tb,
     GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
 ):
@@ -86,30 +111,15 @@ def _prefill_kernel(
         for n0 in range(lo, hi, BLOCK_N):
             keys = n0 + tl.arange(0, BLOCK_N)
             key_live = keys < hi
-            blocks = tl.load(tables_ptr + seq * stride_tb + keys // BLOCK_SIZE, mask=key_live, other=0).to(tl.int64)
-            slots = keys % BLOCK_SIZE
+            rows_k = _cache_rows(tables_ptr, seq, keys, key_live, stride_tb, BLOCK_SIZE)
+            kv_offsets = rows_k[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
             kv_mask = key_live[:, None] & dim_live[None, :]
-            k = tl.load(k_ptr + blocks[:, None] * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh
-                        + dims[None, :], mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D)
-            if DOT_FP32:
-                k = k.to(tl.float32)
-            scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), log2 units
+            k = tl.load(k_ptr + kv_offsets, mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D)
+            v = tl.load(v_ptr + kv_offsets, mask=kv_mask, other=0.0)
             visible = key_live[None, :] & (keys[None, :] <= query_pos[:, None])
             if window > 0:
                 visible = visible & (keys[None, :] > query_pos[:, None] - window)
-            scores = tl.where(visible, scores, float("-inf"))
-            new_best = tl.maximum(best, tl.max(scores, axis=1))
-            safe = tl.where(new_best == float("-inf"), 0.0, new_best)  # rows that saw no key yet
-            p = tl.exp2(scores - safe[:, None])
-            alpha = tl.exp2(best - safe)
-            total = total * alpha + tl.sum(p, axis=1)
-            v = tl.load(v_ptr + blocks[:, None] * stride_vb + slots[:, None] * stride_vs + kv_head * stride_vh
-                        + dims[None, :], mask=kv_mask, other=0.0)
-            if DOT_FP32:
-                acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision=PRECISION)
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            best = new_best
+            best, total, acc = _softmax_step(q, k, v, visible, best, total, acc, qk_scale, DOT_FP32, PRECISION)
         out = acc / tl.where(total == 0.0, 1.0, total)[:, None]
         tl.store(out_ptr + (q_start + rows)[:, None] * stride_ot + head * stride_oh + dims[None, :],
                  out.to(out_ptr.dtype.element_ty), mask=row_live[:, None] & dim_live[None, :])
@@ -119,7 +129,7 @@ def _prefill_kernel(
 def _decode_split_kernel(
     q_ptr, k_ptr, v_ptr, ctx_ptr, tables_ptr, part_acc_ptr, part_best_ptr, part_total_ptr,
     qk_scale, window,
-    stride_qb, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_tb,
+    stride_qb, stride_qh, stride_ks, stride_kh, stride_tb,
     stride_ab, stride_ah, stride_as, stride_mb, stride_mh,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_LEN: tl.constexpr, DOT_FP32: tl.constexpr,
@@ -148,26 +158,13 @@ def _decode_split_kernel(
         for n0 in range(lo // BLOCK_N * BLOCK_N, end, BLOCK_N):
             keys = n0 + tl.arange(0, BLOCK_N)
             key_live = (keys < end) & (keys >= lo)
-            blocks = tl.load(tables_ptr + seq * stride_tb + keys // BLOCK_SIZE, mask=key_live, other=0).to(tl.int64)
-            slots = keys % BLOCK_SIZE
+            rows_k = _cache_rows(tables_ptr, seq, keys, key_live, stride_tb, BLOCK_SIZE)
+            kv_offsets = rows_k[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
             kv_mask = key_live[:, None] & dim_live[None, :]
-            k = tl.load(k_ptr + blocks[:, None] * stride_kb + slots[:, None] * stride_ks + kv_head * stride_kh
-                        + dims[None, :], mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D)
-            if DOT_FP32:
-                k = k.to(tl.float32)
-            scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # (BLOCK_G, BLOCK_N)
-            scores = tl.where(key_live[None, :], scores, float("-inf"))
-            new_best = tl.maximum(best, tl.max(scores, axis=1))
-            p = tl.exp2(scores - new_best[:, None])  # every split holds a live key: new_best is finite
-            alpha = tl.exp2(best - new_best)
-            total = total * alpha + tl.sum(p, axis=1)
-            v = tl.load(v_ptr + blocks[:, None] * stride_vb + slots[:, None] * stride_vs + kv_head * stride_vh
-                        + dims[None, :], mask=kv_mask, other=0.0)
-            if DOT_FP32:
-                acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision=PRECISION)
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            best = new_best
+            k = tl.load(k_ptr + kv_offsets, mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D)
+            v = tl.load(v_ptr + kv_offsets, mask=kv_mask, other=0.0)
+            best, total, acc = _softmax_step(q, k, v, key_live[None, :], best, total, acc, qk_scale, DOT_FP32,
+                                             PRECISION)
         part = seq * stride_ab + heads[:, None] * stride_ah + split * stride_as + dims[None, :]
         tl.store(part_acc_ptr + part, acc, mask=member_live[:, None] & dim_live[None, :])
         stat = seq * stride_mb + heads * stride_mh + split
@@ -218,6 +215,8 @@ def _block(n: int) -> int:
 def _check_cache(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
     assert k_cache.stride(3) == 1 and v_cache.stride(3) == 1, "cache head_dim must be contiguous"
     assert k_cache.stride() == v_cache.stride(), "k and v caches must share strides"
+    # the kernels address slot s of block b as row b * block_size + s
+    assert k_cache.stride(0) == k_cache.shape[1] * k_cache.stride(1), "cache blocks must hold their slots contiguously"
 
 
 def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cu_seqlens_q: torch.Tensor,
@@ -255,9 +254,8 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     _prefill_kernel[grid](
         q, k_cache, v_cache, out, cu_seqlens_q, context_lens, block_tables,
         scale * _LOG2E, window,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(1), k_cache.stride(2),
+        block_tables.stride(0),
         GROUP=heads // k_cache.shape[2], BLOCK_SIZE=k_cache.shape[1], HEAD_DIM=head_dim, BLOCK_D=_block(head_dim),
         BLOCK_M=block_m, BLOCK_N=block_n, DOT_FP32=_dot_fp32(q.dtype), PRECISION=_precision(q.dtype),
     )
@@ -275,16 +273,36 @@ def decode_split_len(max_context: int, batch: int, kv_heads: int, programs: int 
 
 
 class DecodeWorkspace:
-    """Partial results of the split-K decode, reusable across steps (a CUDA graph keeps one)."""
+    """Partial results of the split-K decode, grown on demand and reused across steps.
 
-    def __init__(self, batch: int, heads: int, splits: int, head_dim: int, device: torch.device | str) -> None:
+    Args:
+        batch, splits: smallest size to allocate (a CUDA graph reserves its largest need up front,
+            then `freeze`s it: captured kernels hold its addresses, so it may not move).
+    """
+
+    def __init__(self, batch: int = 0, splits: int = 0) -> None:
+        self.min_batch, self.min_splits = batch, splits
+        self.acc: torch.Tensor | None = None  # (batch, heads, splits, head_dim) float32
+        self.best: torch.Tensor | None = None  # (batch, heads, splits) float32 running max (log2 units)
+        self.total: torch.Tensor | None = None  # (batch, heads, splits) float32 softmax denominators
+        self.frozen = False
+
+    def buffers(self, batch: int, heads: int, splits: int, head_dim: int, device) -> tuple:
+        """(acc, best, total) holding at least batch x heads x splits partials."""
+        if self.acc is not None:
+            b, h, s, d = self.acc.shape
+            if batch <= b and heads == h and splits <= s and head_dim == d:
+                return self.acc, self.best, self.total
+            assert not self.frozen, f"decode workspace {tuple(self.acc.shape)} is captured; {batch}x{splits} does not fit"
+            batch, splits = max(batch, b), max(splits, s)
+        batch, splits = max(batch, self.min_batch), max(splits, self.min_splits)
         self.acc = torch.empty((batch, heads, splits, head_dim), dtype=torch.float32, device=device)
         self.best = torch.empty((batch, heads, splits), dtype=torch.float32, device=device)
         self.total = torch.empty((batch, heads, splits), dtype=torch.float32, device=device)
+        return self.acc, self.best, self.total
 
-    def fits(self, batch: int, heads: int, splits: int, head_dim: int) -> bool:
-        b, h, s, d = self.acc.shape
-        return batch <= b and heads == h and splits <= s and head_dim == d
+    def freeze(self) -> None:
+        self.frozen = True
 
 
 def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, context_lens: torch.Tensor,
@@ -302,7 +320,7 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
         max_splits: grid size along the context; must cover the longest context (a fixed value
             serves a CUDA graph: splits past a context exit at once).
         out: optional (batch, heads, head_dim) output buffer.
-        workspace: optional reusable partial buffers (at least batch x heads x max_splits).
+        workspace: reusable partial buffers (grown when too small; a new one when None).
         scale: softmax scale (default head_dim ** -0.5).
         window: sliding window in tokens (0: none).
         block_n: key tile size.
@@ -311,8 +329,10 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
         (batch, heads, head_dim) in q's dtype.
     """
     batch, heads, head_dim = q.shape
-    cu = torch.arange(batch + 1, dtype=torch.int32, device=q.device)  # only for the shared shape check
-    check_paged_inputs(q, k_cache, v_cache, cu, context_lens, block_tables)
+    assert q.ndim == 3 and k_cache.ndim == 4 and k_cache.shape == v_cache.shape, "q (batch, heads, D); caches 4-D"
+    assert q.dtype == k_cache.dtype == v_cache.dtype and q.shape[2] == k_cache.shape[3], "q and caches differ"
+    assert heads % k_cache.shape[2] == 0, f"{heads} query heads are not a multiple of {k_cache.shape[2]} KV heads"
+    assert context_lens.shape == (batch,) and block_tables.ndim == 2 and block_tables.shape[0] == batch
     _check_cache(k_cache, v_cache)
     assert q.stride(2) == 1 and block_tables.stride(1) == 1, "q and block_tables need a contiguous last dimension"
     assert split_len % block_n == 0, f"split_len {split_len} must be a multiple of block_n {block_n}"
@@ -322,15 +342,13 @@ def paged_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     assert out.shape == q.shape and out.dtype == q.dtype and out.stride(2) == 1, "out must be like q"
     if batch == 0:
         return out
-    if workspace is None or not workspace.fits(batch, heads, max_splits, head_dim):
-        workspace = DecodeWorkspace(batch, heads, max_splits, head_dim, q.device)
+    workspace = workspace if workspace is not None else DecodeWorkspace()
+    acc, best, total = workspace.buffers(batch, heads, max_splits, head_dim, q.device)
     scale = head_dim ** -0.5 if scale is None else scale
-    acc, best, total = workspace.acc, workspace.best, workspace.total
     _decode_split_kernel[(batch, kv_heads, max_splits)](
         q, k_cache, v_cache, context_lens, block_tables, acc, best, total,
         scale * _LOG2E, window,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
+        q.stride(0), q.stride(1), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
         acc.stride(0), acc.stride(1), acc.stride(2), best.stride(0), best.stride(1),
         GROUP=group, BLOCK_G=_block(group), BLOCK_SIZE=k_cache.shape[1], HEAD_DIM=head_dim, BLOCK_D=_block(head_dim),
         BLOCK_N=block_n, SPLIT_LEN=split_len, DOT_FP32=_dot_fp32(q.dtype), PRECISION=_precision(q.dtype),

@@ -94,7 +94,8 @@ def load_adapter(
         model: "default", a shape name (random weights), a local HF directory or a .gguf file.
         device: "cpu" or "cuda".
         dtype: weight dtype (float32 on CPU, bfloat16 on GPU).
-        quantization: None, "bnb-4bit" or "bnb-8bit" (bitsandbytes, optional extra).
+        quantization: None, "nf4" or "int8": bitsandbytes quantisation of the language model's linear
+            layers (optional extra; vision towers, embeddings and the output head keep `dtype`).
         min_pixels, max_pixels: image area bounds of vision-language models, in pixels
             (None: the model folder's, else the family's defaults).
     """

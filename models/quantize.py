@@ -1,30 +1,39 @@
-"""Optional bitsandbytes weight quantisation (4-bit NF4 or 8-bit) of an adapter's linear layers.
+"""Optional bitsandbytes weight quantisation of the language model: 4-bit NF4 or 8-bit LLM.int8.
 
-The embeddings and the output head stay in full precision. bitsandbytes is an optional
-extra: `pip install 'dossier[quant]'`. It quantises a weight when the module is moved
-to its device, which is why the new modules are moved at the end.
+Only the decoder's linear layers are quantised: the embeddings, the output head and a
+vision-language model's vision tower keep the model dtype (image features are the input the
+rest depends on; the tower is a small share of the weights). bitsandbytes is an optional extra
+(`pip install 'dossier[quant]'`); 0.50 runs on the CPU too, which is how the tests check the
+quality loss (top-1 agreement with the unquantised model) and the memory saved.
+bitsandbytes quantises a weight when its module is moved to the device, so new modules are moved
+as they are made.
 """
 
 import warnings
 
+import torch
 from torch import nn
 
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["quantize_linears"]
+__all__ = ["QUANTIZATIONS", "quantize_linears", "weight_bytes"]
+
+QUANTIZATIONS = ("nf4", "int8")
+# Module name prefixes that are never quantised: vision towers and the output head.
+_KEEP = ("visual", "vision_tower", "vision_model", "lm_head")
 
 
 def quantize_linears(model: nn.Module, mode: str) -> int:
-    """Replace every `nn.Linear` of `model` except `lm_head` by its bitsandbytes version.
+    """Replace the language model's `nn.Linear` layers by their bitsandbytes versions.
 
     Args:
         model: the adapter, weights already loaded.
-        mode: "bnb-4bit" (NF4) or "bnb-8bit" (LLM.int8).
+        mode: "nf4" (4-bit NormalFloat, bitsandbytes Linear4bit) or "int8" (LLM.int8, Linear8bitLt).
     Returns:
         the number of layers replaced.
     """
-    if mode not in ("bnb-4bit", "bnb-8bit"):
-        raise DossierError(f"quantization {mode!r} is not one of 'bnb-4bit', 'bnb-8bit'")
+    if mode not in QUANTIZATIONS:
+        raise DossierError(f"quantization {mode!r} is not one of {', '.join(QUANTIZATIONS)}")
     try:
         import bitsandbytes as bnb
     except ImportError:
@@ -32,19 +41,23 @@ def quantize_linears(model: nn.Module, mode: str) -> int:
     # bitsandbytes warns on every int8 matmul that fp32 inputs are cast to fp16.
     warnings.filterwarnings("ignore", message="MatMul8bitLt: inputs will be cast")
     device = next(model.parameters()).device
-    replaced = 0
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear) and name != "lm_head":
-                setattr(parent, name, _quantized(bnb, child, mode).to(device))
-                replaced += 1
-    return replaced
+    targets = [(parent_name, name) for parent_name, parent in model.named_modules()
+               for name, child in parent.named_children()
+               if isinstance(child, nn.Linear) and not _kept(f"{parent_name}.{name}".lstrip("."))]
+    for parent_name, name in targets:
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, name, _quantized(bnb, getattr(parent, name), mode).to(device))
+    return len(targets)
+
+
+def _kept(qualified: str) -> bool:
+    return any(qualified == p or qualified.startswith(p + ".") for p in _KEEP)
 
 
 def _quantized(bnb, linear: nn.Linear, mode: str) -> nn.Module:
     weight = linear.weight.data.cpu()
     has_bias = linear.bias is not None
-    if mode == "bnb-4bit":
+    if mode == "nf4":
         module = bnb.nn.Linear4bit(
             linear.in_features, linear.out_features, bias=has_bias, compute_dtype=weight.dtype, quant_type="nf4"
         )
@@ -55,3 +68,25 @@ def _quantized(bnb, linear: nn.Linear, mode: str) -> nn.Module:
     if has_bias:
         module.bias = nn.Parameter(linear.bias.data.cpu(), requires_grad=False)
     return module
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes held by the model's parameters and buffers as stored (packed 4-bit weights count as packed)."""
+    seen: set[int] = set()
+    total = 0
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.data_ptr() in seen or tensor.device.type == "meta":
+            continue
+        seen.add(tensor.data_ptr())
+        total += tensor.numel() * tensor.element_size()
+    for module in model.modules():  # NF4 quantisation constants live beside the packed weight
+        state = getattr(getattr(module, "weight", None), "quant_state", None)
+        if state is not None:
+            total += sum(t.numel() * t.element_size() for t in _state_tensors(state))
+    return total
+
+
+def _state_tensors(state) -> list[torch.Tensor]:
+    tensors = [t for t in (getattr(state, "absmax", None), getattr(state, "code", None)) if isinstance(t, torch.Tensor)]
+    nested = getattr(state, "state2", None)
+    return tensors + (_state_tensors(nested) if nested is not None else [])

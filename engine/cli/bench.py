@@ -40,7 +40,7 @@ def bench_engine(
     threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB.")] = 4.0,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
-    attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
+    attention: Annotated[str, typer.Option(help="auto, triton, flash_attn (GPU), numba or sdpa (CPU).")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,

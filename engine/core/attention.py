@@ -1,191 +1,220 @@
-"""Attention over the paged KV cache: an SDPA reference path, a CPU decode kernel, flash-attn on GPU.
+"""Attention over the paged KV cache: backends as objects, each building only the metadata it needs.
 
-The cache of each layer is `(num_blocks, block_size, kv_heads, head_dim)`; a token's
-slot is `block_table[i // block_size] * block_size + i % block_size`. Each step the
-layer's new K/V are scattered into their slots, then every query attends to its
-sequence's cache.
+The cache of each layer is `(num_blocks, block_size, kv_heads, head_dim)`; a token's slot is
+`block_table[i // block_size] * block_size + i % block_size` (`kernels/paged_attention.py` has the
+contract and the float32 reference). Each layer writes its new K/V into their slots, then every
+query attends to its sequence's cache. One step runs like this:
 
-- `sdpa` (reference, CPU and GPU): decode tokens of all sequences in one batched SDPA
-  call over their gathered, padded caches (query heads grouped by KV head, so GQA needs
-  no copy of K/V); each prefill chunk in its own SDPA call with a causal mask aligned
-  to the end of its context.
-- `numba` (CPU, float32): as `sdpa`, except decode tokens go through the numba kernel of
-  `engine/cpu_attention.py`, which reads the blocks in place instead of gathering a
-  padded copy (decode on a CPU is bound by reading the cache).
-- `flash_attn` (GPU, when installed): one `flash_attn_varlen_func` call with block
-  tables reads the paged cache in place. Needs block_size % 256 == 0. Not exercised
-  by the CPU test suite: it runs only on a CUDA machine with flash-attn.
+    layout = build_layout(chunks, block_size)                    # host numpy, engine/core/step_layout.py
+    tensors = pack_to_device({...common, **backend.arrays(layout)}, device)   # one copy
+    meta = backend.metadata(tensors, layout)                     # once per step, shared by all layers
+    out = PagedAttention(k_cache, v_cache, meta, backend)(layer, q, k, v, window)
 
-A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers): each
-query then sees only the last `window` cache rows up to itself (key index > query index
-- window, as transformers' sliding-window mask). The cache still holds every row.
+Backends (`resolve_backend` picks one; `make_backend` builds it):
+- `triton` (GPU): our Triton kernels (`kernels/paged_attention_triton.py`): varlen prefill over the
+  block tables with the causal mask computed in the kernel, split-K decode. No mask tensor.
+- `flash_attn` (GPU, when installed): `flash_attn_varlen_func` / `flash_attn_with_kvcache` with
+  block tables; flash-attn's paged kernels need block_size % 256 == 0.
+- `sdpa` (CPU reference): batched SDPA for decode tokens over gathered caches, one SDPA call per
+  prefill chunk with a causal mask aligned to the end of its context (built on the host: CPU only).
+- `numba` (CPU, float32): as `sdpa`, but decode tokens read the blocks in place
+  (`engine/core/cpu_attention.py`).
+GPU paths build no dense mask and no padded copy of the cache.
+
+A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers): each query then
+sees only the last `window` positions up to itself. The cache still holds every row.
 """
 
+from __future__ import annotations
+
+import importlib
 import importlib.util
+import os
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
+from engine.core.step_layout import StepLayout
+from models.base import ModelShape
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["AttentionMetadata", "PagedAttention", "PrefillSpan", "resolve_backend"]
+__all__ = ["AttentionBackend", "AttentionMetadata", "PagedAttention", "PrefillSpan", "make_backend", "resolve_backend"]
+
+
+@dataclass(slots=True)
+class PrefillSpan:
+    """CPU backends: one sequence's chunk of more than one query token."""
+
+    token_start: int  # first row of the chunk in the packed batch
+    length: int  # query tokens in the chunk
+    kv_len: int  # context length after this chunk (cached + chunk)
+    block_table: torch.Tensor  # (blocks,) block ids of the sequence
+    mask: torch.Tensor | None  # (length, kv_len) bool, None when the chunk is the whole context
+
+
+@dataclass(slots=True)
+class AttentionMetadata:
+    """Where each token of a packed batch writes and reads KV; built once per step, read by every layer."""
+
+    slot_mapping: torch.Tensor  # (tokens,) int64 cache slot of each new token
+    num_seqs: int  # sequences (chunks) in the step
+    max_q_len: int  # longest chunk, tokens (host int: sizes kernel grids)
+    max_context_len: int  # longest context after its chunk, tokens
+    all_decode: bool  # every chunk is one token, rows 0..n-1 in sequence order
+    # GPU backends: compact per-sequence tensors
+    cu_seqlens_q: torch.Tensor | None = None  # (seqs + 1,) int32 first query row of each sequence
+    context_lens: torch.Tensor | None = None  # (seqs,) int32 keys after the chunk
+    block_tables: torch.Tensor | None = None  # (seqs, max_blocks) int32
+    cu_seqlens_k: torch.Tensor | None = None  # (seqs + 1,) int32 cumulative context lengths (flash-attn)
+    split_len: int = 0  # triton decode: keys per split
+    max_splits: int = 0  # triton decode: grid size along the context
+    workspace: object | None = None  # triton decode: partial-softmax buffers (a CUDA graph keeps its own)
+    # CPU backends
+    decode_rows: torch.Tensor | None = None  # (decodes,) rows of single-token chunks
+    decode_block_tables: torch.Tensor | None = None  # (decodes, max_blocks) block tables of those rows
+    decode_lens: torch.Tensor | None = None  # (decodes,) context length of each decode token
+    decode_mask: torch.Tensor | None = None  # (decodes, 1, 1, max_blocks * block_size) bool, sdpa only
+    prefills: list[PrefillSpan] = field(default_factory=list)
+    window_masks: dict = field(default_factory=dict)  # sdpa: window -> masks, built on first use in a step
+
+
+class AttentionBackend:
+    """How one family of kernels reads the paged cache: which metadata it needs and the attention itself.
+
+    Args:
+        shape: the model's shape (KV heads, head dim).
+        block_size: tokens per KV block.
+        device: where the cache lives.
+        dtype: the cache dtype.
+    """
+
+    name = ""
+    graphs = False  # decode steps may be captured in CUDA graphs
+
+    def __init__(self, shape: ModelShape, block_size: int, device: torch.device, dtype: torch.dtype) -> None:
+        self.shape, self.block_size, self.device, self.dtype = shape, block_size, device, dtype
+
+    def arrays(self, layout: StepLayout) -> dict[str, np.ndarray]:
+        """Host arrays this backend needs on the device this step (slot mapping is always sent)."""
+        return {}
+
+    def metadata(self, tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
+        """The step's metadata from the device tensors (and host scalars of `layout`)."""
+        return _common(tensors, layout)
+
+    def graph_metadata(self, static: dict[str, torch.Tensor], batch: int, max_context: int,
+                       workspace) -> AttentionMetadata:
+        """Metadata of a decode step over the CUDA-graph buffers (device tensors only: nothing read back).
+
+        Args:
+            static: "slot_mapping", "cu_seqlens_q", "context_lens", "block_tables" for `batch` rows.
+            batch: rows, padding included.
+            max_context: the buffers' context capacity, tokens (fixes kernel grids for every replay).
+            workspace: what `graph_workspace` returned.
+        """
+        return AttentionMetadata(
+            slot_mapping=static["slot_mapping"], num_seqs=batch, max_q_len=1, max_context_len=max_context,
+            all_decode=True, cu_seqlens_q=static["cu_seqlens_q"], context_lens=static["context_lens"],
+            block_tables=static["block_tables"],
+        )
+
+    def graph_workspace(self, buckets: list[int], max_context: int):
+        """Buffers the decode kernels need for every bucket, reserved before capture (None: none needed)."""
+        return None
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, meta: AttentionMetadata, window: int | None) -> torch.Tensor:
+        """q (tokens, heads, D), this step's k/v (tokens, kv_heads, D), one layer's caches -> (tokens, heads, D)."""
+        raise NotImplementedError
+
+
+def _common(tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
+    return AttentionMetadata(slot_mapping=tensors["slot_mapping"], num_seqs=layout.num_seqs,
+                             max_q_len=layout.max_q_len, max_context_len=layout.max_context_len,
+                             all_decode=layout.all_decode)
+
+
+class PagedAttention:
+    """The `AttentionFn` handed to a model adapter for one step: writes then reads the paged cache."""
+
+    def __init__(self, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                 backend: AttentionBackend) -> None:
+        # k_cache, v_cache: (layers, num_blocks, block_size, kv_heads, head_dim)
+        self.k_cache = k_cache
+        self.v_cache = v_cache
+        self.meta = meta
+        self.backend = backend
+
+    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 window: int | None = None) -> torch.Tensor:
+        k_cache, v_cache = self.k_cache[layer], self.v_cache[layer]
+        kv_heads, head_dim = k_cache.shape[-2:]
+        k_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, k)
+        v_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, v)
+        return self.backend.forward(q, k, v, k_cache, v_cache, self.meta, window)
+
+
+# name -> "module:Class"; a new backend is one class and one line here
+BACKENDS = {
+    "sdpa": "engine.core.attention_cpu:SdpaBackend",
+    "numba": "engine.core.attention_cpu:NumbaBackend",
+    "triton": "engine.core.attention_gpu:TritonBackend",
+    "flash_attn": "engine.core.attention_gpu:FlashAttnBackend",
+}
+
+
+def make_backend(name: str, shape: ModelShape, block_size: int, device: torch.device,
+                 dtype: torch.dtype) -> AttentionBackend:
+    """Build the backend `name` (already resolved) for a model and cache."""
+    module, cls = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module), cls)(shape, block_size, device, dtype)
+
+
+def triton_interpreted() -> bool:
+    """TRITON_INTERPRET=1: Triton kernels run on the CPU as numpy (tests only; 100-450x slower than torch)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def resolve_backend(requested: str, device: str, block_size: int, dtype: torch.dtype = torch.float32) -> str:
-    """Pick "flash_attn", "numba" or "sdpa" for `requested` ("auto" or one of them)."""
-    has_flash = importlib.util.find_spec("flash_attn") is not None
+    """Pick "triton", "flash_attn", "numba" or "sdpa" for `requested` ("auto" or one of them).
+
+    auto: on CUDA, flash_attn when installed and block_size % 256 == 0 with fp16/bf16, else triton;
+    on the CPU, numba for float32, else sdpa.
+    """
+    gpu_dtypes = (torch.float16, torch.bfloat16)
+    if requested == "auto":
+        if device == "cuda":
+            usable = importlib.util.find_spec("flash_attn") is not None and block_size % 256 == 0
+            return "flash_attn" if usable and dtype in gpu_dtypes else "triton"
+        if dtype == torch.float32 and importlib.util.find_spec("numba") is not None:
+            return "numba"
+        return "sdpa"
     if requested == "numba":
         if device != "cpu" or dtype != torch.float32:
             raise DossierError(f"attention_backend='numba' runs on the CPU in float32 (got {device}, {dtype})")
         if importlib.util.find_spec("numba") is None:
             raise missing_dependency("numba", "pip install numba")
         return "numba"
+    if requested == "sdpa":
+        if device != "cpu":
+            raise DossierError("attention_backend='sdpa' is the CPU reference path; on CUDA use 'triton' or 'flash_attn'")
+        return "sdpa"
+    if requested == "triton":
+        if device != "cuda" and not triton_interpreted():
+            raise DossierError("attention_backend='triton' needs a CUDA device (or TRITON_INTERPRET=1 for tests); "
+                               "use 'numba' or 'sdpa' on the CPU")
+        if importlib.util.find_spec("triton") is None:
+            raise missing_dependency("triton", "pip install triton")
+        return "triton"
     if requested == "flash_attn":
         if device != "cuda":
-            raise DossierError("attention_backend='flash_attn' needs a CUDA device; use 'sdpa' on the CPU")
-        if not has_flash:
+            raise DossierError("attention_backend='flash_attn' needs a CUDA device; use 'numba' or 'sdpa' on the CPU")
+        if dtype not in gpu_dtypes:
+            raise DossierError(f"attention_backend='flash_attn' needs float16 or bfloat16 (got {dtype}); use 'triton'")
+        if block_size % 256:
+            raise DossierError(f"attention_backend='flash_attn' needs block_size to be a multiple of 256 (got {block_size})")
+        if importlib.util.find_spec("flash_attn") is None:
             raise missing_dependency("flash-attn", "pip install 'dossier[gpu]'  (or: pip install flash-attn)")
         return "flash_attn"
-    if requested == "auto" and device == "cuda" and has_flash and block_size % 256 == 0:
-        return "flash_attn"
-    if requested == "auto" and device == "cpu" and dtype == torch.float32 and importlib.util.find_spec("numba"):
-        return "numba"
-    return "sdpa"
-
-
-@dataclass(slots=True)
-class PrefillSpan:
-    """One sequence's chunk of more than one query token."""
-
-    token_start: int  # first row of the chunk in the packed batch
-    length: int  # query tokens in the chunk
-    kv_len: int  # context length after this chunk (cached + chunk)
-    block_table: torch.Tensor  # (blocks,) int64
-    mask: torch.Tensor | None  # (length, kv_len) bool, None when the chunk is the whole context
-
-
-@dataclass(slots=True)
-class AttentionMetadata:
-    """Where each token of a packed batch writes and reads KV; built once per step."""
-
-    slot_mapping: torch.Tensor  # (tokens,) int64 cache slot of each new token
-    decode_rows: torch.Tensor | None = None  # (decodes,) rows of single-token chunks in the batch
-    decode_block_tables: torch.Tensor | None = None  # (decodes, max_blocks) int64, padded with 0
-    decode_lens: torch.Tensor | None = None  # (decodes,) int64 context length of each decode token
-    all_decode: bool = False  # every token of the batch is a decode token (rows 0..n-1 in order)
-    decode_mask: torch.Tensor | None = None  # (decodes, 1, 1, max_blocks * block_size) bool
-    prefills: list[PrefillSpan] = field(default_factory=list)
-    # flash-attn varlen inputs (only built for that backend)
-    cu_seqlens_q: torch.Tensor | None = None  # (seqs + 1,) int32
-    cu_seqlens_k: torch.Tensor | None = None  # (seqs + 1,) int32
-    max_seqlen_q: int = 0
-    max_seqlen_k: int = 0
-    block_tables: torch.Tensor | None = None  # (seqs, max_blocks) int32
-
-
-class PagedAttention:
-    """The `AttentionFn` handed to a model adapter for one step: writes then reads the paged cache."""
-
-    def __init__(self, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata, backend: str) -> None:
-        # k_cache, v_cache: (layers, num_blocks, block_size, kv_heads, head_dim)
-        self.k_cache = k_cache
-        self.v_cache = v_cache
-        self.meta = meta
-        self.backend = backend
-        self._window_masks: dict[int | None, tuple] = {}  # window -> (decode mask, prefill masks), built once per step
-
-    def __call__(
-        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None
-    ) -> torch.Tensor:
-        k_cache, v_cache = self.k_cache[layer], self.v_cache[layer]
-        kv_heads, head_dim = k_cache.shape[-2:]
-        k_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, k)
-        v_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, v)
-        if self.backend == "flash_attn":
-            return self._flash(q, k_cache, v_cache, window)
-        return self._sdpa(q, k, v, k_cache, v_cache, window)
-
-    def _masks(self, window: int | None) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:
-        """(decode mask, per-prefill masks) with keys more than `window` - 1 rows before their query masked out."""
-        if window in self._window_masks:
-            return self._window_masks[window]
-        meta = self.meta
-        decode_mask, prefill_masks = meta.decode_mask, [span.mask for span in meta.prefills]
-        if window is not None:
-            if decode_mask is not None:
-                keys = torch.arange(decode_mask.shape[-1], device=decode_mask.device)
-                decode_mask = decode_mask & (keys >= (meta.decode_lens - window).unsqueeze(1))[:, None, None, :]
-            for i, span in enumerate(meta.prefills):
-                if span.kv_len > window:
-                    device = span.block_table.device
-                    queries = torch.arange(span.kv_len - span.length, span.kv_len, device=device).unsqueeze(1)
-                    keys = torch.arange(span.kv_len, device=device).unsqueeze(0)
-                    prefill_masks[i] = (keys <= queries) & (keys > queries - window)  # (length, kv_len)
-        self._window_masks[window] = (decode_mask, prefill_masks)
-        return self._window_masks[window]
-
-    def _sdpa(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-        window: int | None = None,
-    ) -> torch.Tensor:
-        meta = self.meta
-        decode_mask, prefill_masks = self._masks(window)
-        tokens, heads, head_dim = q.shape
-        kv_heads = k_cache.shape[2]
-        group = heads // kv_heads
-        out = torch.empty_like(q)
-        if meta.decode_rows is not None and self.backend == "numba":
-            from engine.core.cpu_attention import paged_decode_torch
-
-            batch = meta.decode_rows.shape[0]
-            queries = q if meta.all_decode else q[meta.decode_rows]
-            queries = queries.reshape(batch, kv_heads, group, head_dim).contiguous()  # grouped per KV head
-            attended = paged_decode_torch(queries, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens, window)
-            if meta.all_decode:
-                return attended.view(tokens, heads, head_dim)
-            out[meta.decode_rows] = attended.view(batch, heads, head_dim)
-        elif meta.decode_rows is not None:
-            batch, max_blocks = meta.decode_block_tables.shape
-            span = max_blocks * k_cache.shape[1]
-            flat_tables = meta.decode_block_tables.flatten()
-            keys = k_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
-            values = v_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
-            queries = q[meta.decode_rows].view(batch, kv_heads, group, head_dim)  # query heads grouped per KV head
-            attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=decode_mask)
-            out[meta.decode_rows] = attended.reshape(batch, heads, head_dim)
-        for span, mask in zip(meta.prefills, prefill_masks):
-            rows = slice(span.token_start, span.token_start + span.length)
-            if span.mask is None:  # the chunk is the whole context: its fresh K/V are all there is
-                keys, values = k[rows].transpose(0, 1), v[rows].transpose(0, 1)  # (kv_heads, kv_len, D)
-            else:
-                keys = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
-                values = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
-            queries = q[rows].transpose(0, 1)  # (heads, length, D)
-            attended = F.scaled_dot_product_attention(
-                queries.unsqueeze(0),
-                keys.unsqueeze(0),
-                values.unsqueeze(0),
-                attn_mask=mask,
-                is_causal=mask is None,
-                enable_gqa=group > 1,
-            )  # (1, heads, length, D)
-            out[rows] = attended[0].transpose(0, 1)
-        return out
-
-    def _flash(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, window: int | None) -> torch.Tensor:
-        from flash_attn import flash_attn_varlen_func
-
-        meta = self.meta
-        return flash_attn_varlen_func(
-            q,
-            k_cache,
-            v_cache,
-            cu_seqlens_q=meta.cu_seqlens_q,
-            cu_seqlens_k=meta.cu_seqlens_k,
-            max_seqlen_q=meta.max_seqlen_q,
-            max_seqlen_k=meta.max_seqlen_k,
-            causal=True,
-            window_size=(-1, -1) if window is None else (window - 1, 0),
-            block_table=meta.block_tables,
-        )
+    raise DossierError(f"attention_backend {requested!r} is not one of auto, {', '.join(BACKENDS)}")

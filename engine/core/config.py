@@ -8,18 +8,18 @@ from dataclasses import dataclass
 
 from tools.errors import DossierError
 
-__all__ = ["EngineConfig"]
+__all__ = ["EngineConfig", "QUANTIZATIONS"]
 
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda")
-_BACKENDS = ("auto", "sdpa", "numba", "flash_attn")
-_QUANT = (None, "bnb-4bit", "bnb-8bit")
+_BACKENDS = ("auto", "triton", "flash_attn", "sdpa", "numba")
+QUANTIZATIONS = ("nf4", "int8")  # as models.quantize.QUANTIZATIONS (config must not import torch)
 
 
 @dataclass(slots=True)
 class EngineConfig:
     # Tokens per KV-cache block; the unit of allocation and of prefix sharing.
-    # flash-attn's paged kernels need a multiple of 256.
+    # flash-attn's paged kernels need a multiple of 256 (the triton backend takes any size).
     block_size: int = 16
     # Memory for the KV-cache pool, in GiB; the number of blocks is derived from it
     # and the model shape. Ignored when `num_kv_blocks` is set.
@@ -37,11 +37,17 @@ class EngineConfig:
     device: str = "auto"
     # Weights and KV dtype: "auto" is float32 on CPU and bfloat16 on GPU.
     dtype: str = "auto"
-    # Attention over the paged cache: "sdpa" (reference, CPU and GPU), "numba" (CPU fp32:
-    # decode reads blocks in place; prefill as sdpa), "flash_attn" (GPU, needs flash-attn
-    # and block_size % 256 == 0), "auto" (flash_attn on GPU when usable, numba on CPU).
+    # Attention over the paged cache: "triton" (GPU: our paged kernels), "flash_attn" (GPU,
+    # needs flash-attn, fp16/bf16 and block_size % 256 == 0), "sdpa" (CPU reference), "numba"
+    # (CPU fp32: decode reads blocks in place), "auto" (flash_attn on GPU when usable, else
+    # triton; numba on CPU). See engine/core/attention.py.
     attention_backend: str = "auto"
-    # Optional bitsandbytes weight quantisation of the linear layers: None, "bnb-4bit", "bnb-8bit".
+    # Capture decode steps in CUDA graphs at fixed batch sizes (CUDA only; ignored on the CPU).
+    cuda_graphs: bool = True
+    # Largest decode batch replayed from a CUDA graph, sequences (larger steps run eagerly).
+    cuda_graph_max_batch: int = 128
+    # Optional bitsandbytes weight quantisation of the language model's linear layers (vision
+    # towers, embeddings and the output head stay in the model dtype): None, "nf4" or "int8".
     quantization: str | None = None
     # Seed for requests that do not give their own (sampling with temperature > 0).
     seed: int = 0
@@ -71,8 +77,10 @@ class EngineConfig:
             raise DossierError(f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}")
         if self.attention_backend not in _BACKENDS:
             raise DossierError(f"attention_backend {self.attention_backend!r} is not one of {', '.join(_BACKENDS)}")
-        if self.quantization not in _QUANT:
-            raise DossierError(f"quantization {self.quantization!r} is not one of None, 'bnb-4bit', 'bnb-8bit'")
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise DossierError(f"quantization {self.quantization!r} is not one of {', '.join(QUANTIZATIONS)} (or None)")
+        if self.cuda_graph_max_batch < 1:
+            raise DossierError(f"cuda_graph_max_batch must be >= 1 sequence (got {self.cuda_graph_max_batch})")
         for name in ("image_min_pixels", "image_max_pixels"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -4,8 +4,11 @@ A session's whole conversation is one `Sequence` that only grows: appended segme
 and generated tokens. `num_computed_tokens` is the prefix whose KV is in the paged
 cache (through `block_table`); the rest is computed by the next forward steps. The
 per-token positions come from the model adapter when a segment is appended
-(M-RoPE positions are 3-D and not simply the token index).
+(M-RoPE positions are 3-D and not simply the token index); they are kept in one growing
+int32 array (tokens, dims), so a step slices them instead of walking Python lists.
 """
+
+import numpy as np
 
 from models.base import MultimodalItem
 
@@ -19,7 +22,7 @@ class Sequence:
         "seq_id",
         "block_size",
         "token_ids",
-        "positions",
+        "_positions",
         "next_position",
         "mm_items",
         "num_computed_tokens",
@@ -32,7 +35,7 @@ class Sequence:
         self.seq_id = seq_id
         self.block_size = block_size
         self.token_ids: list[int] = []
-        self.positions: list = []  # one per token: int (RoPE) or tuple (M-RoPE)
+        self._positions: np.ndarray | None = None  # (capacity, dims) int32; rows past len(self) unused
         self.next_position = 0  # position of the next appended token
         self.mm_items: list[tuple[int, MultimodalItem]] = []  # (absolute first token, item)
         self.num_computed_tokens = 0  # leading tokens whose KV is in the cache
@@ -47,16 +50,39 @@ class Sequence:
     def num_uncomputed_tokens(self) -> int:
         return len(self.token_ids) - self.num_computed_tokens
 
-    def append(self, token_ids: list[int], positions: list, next_position: int, mm_items=()) -> None:
-        """Append tokens (and the multimodal items placed in them) after the last token."""
+    @property
+    def positions(self) -> np.ndarray:
+        """(tokens, dims) int32 position of every token (a view: do not write to it)."""
+        if self._positions is None:
+            return np.zeros((0, 1), dtype=np.int32)
+        return self._positions[: len(self.token_ids)]
+
+    def append(self, token_ids: list[int], positions, next_position: int, mm_items=()) -> None:
+        """Append tokens (and the multimodal items placed in them) after the last token.
+
+        `positions`: one per token, ints (RoPE) or tuples (M-RoPE), or an int array (n,) / (n, dims).
+        """
         assert len(positions) == len(token_ids)
         start = len(self.token_ids)
         for item in mm_items:
             assert 0 <= item.offset and item.offset + item.length <= len(token_ids), "item outside its segment"
             self.mm_items.append((start + item.offset, item))
+        if len(token_ids):
+            self._store_positions(start, np.asarray(positions, dtype=np.int32))
         self.token_ids.extend(token_ids)
-        self.positions.extend(positions)
         self.next_position = next_position
+
+    def _store_positions(self, start: int, new: np.ndarray) -> None:
+        new = new.reshape(len(new), -1)  # (n, dims)
+        stop = start + len(new)
+        if self._positions is None:
+            self._positions = np.empty((max(64, stop), new.shape[1]), dtype=np.int32)
+        assert new.shape[1] == self._positions.shape[1], "position dims changed within a sequence"
+        if stop > len(self._positions):  # grow geometrically: appends stay amortised O(1) per token
+            grown = np.empty((max(stop, 2 * len(self._positions)), new.shape[1]), dtype=np.int32)
+            grown[:start] = self._positions[:start]
+            self._positions = grown
+        self._positions[start:stop] = new
 
     def block_tokens(self, index: int) -> tuple[int, ...]:
         """Token ids of block `index` (may be partial for the last block)."""

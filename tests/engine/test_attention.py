@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.core.cpu_attention import paged_decode_jit_ready, paged_decode_torch
+from engine.core.step_layout import StepLayout, pack_to_device
 
 ATOL = 2e-6  # float32, summation order differs from SDPA
 
@@ -76,12 +77,23 @@ def dense_attention(q, k, v, first_query: int, window: int | None) -> torch.Tens
     return out.transpose(0, 1)
 
 
+def run_layer(backend_name, layout, k_cache, v_cache, q, k, v, window):
+    """One layer of one step, as the model runner runs it: layout -> one packed copy -> metadata -> attention."""
+    from engine.core.attention import PagedAttention, make_backend
+    from models.base import ModelShape
+
+    shape = ModelShape(num_layers=1, num_kv_heads=k_cache.shape[3], head_dim=k_cache.shape[4], vocab_size=1,
+                       max_positions=4096)
+    backend = make_backend(backend_name, shape, k_cache.shape[2], torch.device("cpu"), torch.float32)
+    tensors = pack_to_device({"slot_mapping": layout.slot_mapping, **backend.arrays(layout)}, torch.device("cpu"))
+    meta = backend.metadata(tensors, layout)
+    return PagedAttention(k_cache, v_cache, meta, backend)(0, q, k, v, window=window)
+
+
 @pytest.mark.parametrize("backend", ["sdpa", "numba"])
 @pytest.mark.parametrize("window", [None, 1, 5, 64])
 def test_paged_attention_honours_a_per_call_window(backend, window):
     """A prefill chunk at the end of a longer context and a decode token in one packed batch, with a window."""
-    from engine.core.attention import AttentionMetadata, PagedAttention, PrefillSpan
-
     g = torch.Generator().manual_seed(7)
     heads, kv_heads, dim, block_size = 4, 2, 8, 4
     k_cache = torch.zeros(1, 32, block_size, kv_heads, dim)
@@ -100,15 +112,16 @@ def test_paged_attention_honours_a_per_call_window(backend, window):
         k_cache[0].view(-1, kv_heads, dim)[cached] = k[:start]
         v_cache[0].view(-1, kv_heads, dim)[cached] = v[:start]
     new = [slice(start, n) for start, n in zip(starts, lengths)]
-    mask = torch.arange(23).unsqueeze(0) <= torch.arange(10, 23).unsqueeze(1)
-    meta = AttentionMetadata(
-        slot_mapping=torch.tensor(slots(tables[0], range(10, 23)) + slots(tables[1], [17])),
-        decode_rows=torch.tensor([13]), decode_block_tables=tables[1].unsqueeze(0), decode_lens=torch.tensor([18]),
-        decode_mask=(torch.arange(5 * block_size) < 18)[None, None, None, :],
-        prefills=[PrefillSpan(0, 13, 23, tables[0][:6], mask)],
+    padded = torch.zeros(2, 6, dtype=torch.int32)
+    padded[0], padded[1, :5] = tables[0][:6], tables[1]
+    layout = StepLayout(
+        input_ids=np.zeros(14, np.int64), positions=np.zeros(14, np.int64),
+        slot_mapping=np.array(slots(tables[0], range(10, 23)) + slots(tables[1], [17]), np.int64),
+        cu_seqlens_q=np.array([0, 13, 14], np.int32), context_lens=np.array([23, 18], np.int32),
+        block_tables=padded.numpy(), sample_rows=np.array([12, 13], np.int64), max_q_len=13, max_context_len=23,
     )
     q, k, v = (torch.cat([part[i][rows] for part, rows in zip(full, new)]) for i in range(3))
-    got = PagedAttention(k_cache, v_cache, meta, backend)(0, q, k, v, window=window)
+    got = run_layer(backend, layout, k_cache, v_cache, q, k, v, window)
     want = torch.cat([dense_attention(*part, start, window) for part, start in zip(full, starts)])
     diff = (got - want).abs()
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"

@@ -142,4 +142,4 @@ def test_missing_bitsandbytes_names_the_install_command(tiny_llama, monkeypatch)
     monkeypatch.setattr(builtins, "__import__", no_bnb)
     folder, _ = tiny_llama
     with pytest.raises(ImportError, match=r"pip install 'dossier\[quant\]'"):
-        Engine.from_pretrained(str(folder), EngineConfig(quantization="bnb-4bit", num_kv_blocks=16))
+        Engine.from_pretrained(str(folder), EngineConfig(quantization="nf4", num_kv_blocks=16))

@@ -1,0 +1,149 @@
+"""The CPU attention backends: `sdpa` (the reference) and `numba` (decode reads the blocks in place).
+
+- Decode tokens (single-token chunks): `sdpa` gathers each sequence's blocks into a padded copy
+  and runs one batched SDPA call (query heads grouped per KV head, so GQA copies no K/V); `numba`
+  runs the kernel of `engine/core/cpu_attention.py` over the blocks in place (decode on a CPU is
+  bound by reading the cache).
+- Prefill chunks: one SDPA call each, with a causal mask aligned to the end of the chunk's context
+  when it continues cached tokens (built on the host once per step; a CPU path only).
+- `window` (sliding-window layers): the masks also hide keys `window` or more positions back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.core.attention import AttentionBackend, AttentionMetadata, PrefillSpan, _common
+from engine.core.step_layout import StepLayout
+
+__all__ = ["NumbaBackend", "SdpaBackend"]
+
+
+class SdpaBackend(AttentionBackend):
+    """Reference attention on the CPU with torch's SDPA."""
+
+    name = "sdpa"
+
+    def arrays(self, layout: StepLayout) -> dict[str, np.ndarray]:
+        q_lens = np.diff(layout.cu_seqlens_q)
+        decode = np.flatnonzero(q_lens == 1)
+        arrays = {"block_tables": layout.block_tables.astype(np.int64)}
+        if len(decode):
+            lens = layout.context_lens[decode].astype(np.int64)
+            width = int(-(-lens.max() // self.block_size))
+            arrays["decode_rows"] = layout.cu_seqlens_q[:-1][decode].astype(np.int64)
+            arrays["decode_block_tables"] = np.ascontiguousarray(layout.block_tables[decode, :width], dtype=np.int64)
+            arrays["decode_lens"] = lens
+        return arrays
+
+    def metadata(self, tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
+        meta = _common(tensors, layout)
+        if "decode_rows" in tensors:
+            meta.decode_rows = tensors["decode_rows"]
+            meta.decode_block_tables = tensors["decode_block_tables"]
+            meta.decode_lens = tensors["decode_lens"]
+            meta.decode_mask = self._decode_mask(meta)
+        cu, context = layout.cu_seqlens_q.tolist(), layout.context_lens.tolist()
+        for i, kv_len in enumerate(context):
+            length = cu[i + 1] - cu[i]
+            if length == 1:
+                continue
+            mask = None
+            if kv_len > length:  # queries sit at the end of a longer context: causal mask aligned to the end
+                query_pos = torch.arange(kv_len - length, kv_len).unsqueeze(1)
+                mask = torch.arange(kv_len).unsqueeze(0) <= query_pos  # (length, kv_len)
+            block_table = tensors["block_tables"][i, : -(-kv_len // self.block_size)]
+            meta.prefills.append(PrefillSpan(cu[i], length, kv_len, block_table, mask))
+        return meta
+
+    def graph_metadata(self, static, batch: int, max_context: int, workspace) -> AttentionMetadata:
+        meta = super().graph_metadata(static, batch, max_context, workspace)
+        meta.decode_rows = static["cu_seqlens_q"][:batch]
+        meta.decode_block_tables = static["block_tables"].long()
+        meta.decode_lens = static["context_lens"].long()
+        meta.decode_mask = self._decode_mask(meta)
+        return meta
+
+    def _decode_mask(self, meta: AttentionMetadata) -> torch.Tensor | None:
+        span = meta.decode_block_tables.shape[1] * self.block_size
+        return (torch.arange(span).unsqueeze(0) < meta.decode_lens.unsqueeze(1))[:, None, None, :]
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, meta: AttentionMetadata, window: int | None) -> torch.Tensor:
+        tokens, heads, head_dim = q.shape
+        group = heads // k_cache.shape[2]
+        decode_mask, prefill_masks = _masks(meta, window)
+        out = torch.empty_like(q)
+        if meta.decode_rows is not None:
+            attended = self._decode(q if meta.all_decode else q[meta.decode_rows], k_cache, v_cache, meta,
+                                    decode_mask, window)
+            if meta.all_decode:
+                return attended.view(tokens, heads, head_dim)
+            out[meta.decode_rows] = attended.view(-1, heads, head_dim)
+        for span, mask in zip(meta.prefills, prefill_masks):
+            rows = slice(span.token_start, span.token_start + span.length)
+            if span.mask is None:  # the chunk is the whole context: its fresh K/V are all there is
+                keys, values = k[rows].transpose(0, 1), v[rows].transpose(0, 1)  # (kv_heads, kv_len, D)
+            else:
+                keys = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
+                values = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
+            queries = q[rows].transpose(0, 1)  # (heads, length, D)
+            attended = F.scaled_dot_product_attention(
+                queries.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0),
+                attn_mask=mask, is_causal=mask is None, enable_gqa=group > 1,
+            )  # (1, heads, length, D)
+            out[rows] = attended[0].transpose(0, 1)
+        return out
+
+    def _decode(self, queries: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                mask: torch.Tensor, window: int | None) -> torch.Tensor:
+        """queries (decodes, heads, D) over their gathered, padded caches."""
+        batch, max_blocks = meta.decode_block_tables.shape
+        kv_heads, head_dim = k_cache.shape[2:]
+        span = max_blocks * k_cache.shape[1]
+        flat_tables = meta.decode_block_tables.flatten()
+        keys = k_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
+        values = v_cache.index_select(0, flat_tables).view(batch, span, kv_heads, head_dim).transpose(1, 2)
+        grouped = queries.reshape(batch, kv_heads, -1, head_dim)  # query heads grouped per KV head
+        return F.scaled_dot_product_attention(grouped, keys, values, attn_mask=mask)
+
+
+class NumbaBackend(SdpaBackend):
+    """As `sdpa`, with decode tokens through the numba kernel (float32)."""
+
+    name = "numba"
+
+    def _decode_mask(self, meta: AttentionMetadata) -> None:
+        return None  # the kernel stops at each sequence's length
+
+    def _decode(self, queries: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
+                mask: torch.Tensor | None, window: int | None) -> torch.Tensor:
+        from engine.core.cpu_attention import paged_decode_torch
+
+        batch = meta.decode_lens.shape[0]
+        kv_heads, head_dim = k_cache.shape[2:]
+        grouped = queries.reshape(batch, kv_heads, -1, head_dim).contiguous()  # grouped per KV head
+        return paged_decode_torch(grouped, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens, window)
+
+
+def _masks(meta: AttentionMetadata, window: int | None) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:
+    """(decode mask, per-prefill masks) with keys `window` or more positions before their query hidden."""
+    if window is None:
+        return meta.decode_mask, [span.mask for span in meta.prefills]
+    if window not in meta.window_masks:
+        decode_mask = meta.decode_mask
+        if decode_mask is not None:
+            keys = torch.arange(decode_mask.shape[-1])
+            decode_mask = decode_mask & (keys >= (meta.decode_lens - window).unsqueeze(1))[:, None, None, :]
+        prefill_masks = []
+        for span in meta.prefills:
+            if span.kv_len <= window:
+                prefill_masks.append(span.mask)
+                continue
+            queries = torch.arange(span.kv_len - span.length, span.kv_len).unsqueeze(1)
+            keys = torch.arange(span.kv_len).unsqueeze(0)
+            prefill_masks.append((keys <= queries) & (keys > queries - window))  # (length, kv_len)
+        meta.window_masks[window] = (decode_mask, prefill_masks)
+    return meta.window_masks[window]
