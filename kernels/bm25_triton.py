@@ -51,6 +51,14 @@ class GpuScoreMatrix:
     @classmethod
     def from_matrix(cls, matrix, device: str | torch.device = "cuda") -> "GpuScoreMatrix":
         """Copy a `kernels.bm25.ScoreMatrix` to `device`."""
+        import warnings
+
+        with warnings.catch_warnings():  # memory-mapped (read-only) arrays: copied, or only read on the CPU
+            warnings.simplefilter("ignore", UserWarning)
+            return cls._copy(matrix, device)
+
+    @classmethod
+    def _copy(cls, matrix, device) -> "GpuScoreMatrix":
         return cls(
             data=torch.as_tensor(np.asarray(matrix.data), dtype=torch.float32).to(device),
             indices=torch.as_tensor(np.asarray(matrix.indices).astype(np.int32, copy=False)).to(device),

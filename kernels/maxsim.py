@@ -127,9 +127,10 @@ def _groups(lengths: np.ndarray, block_vectors: int) -> list[tuple[int, int]]:
 def _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, width: int) -> None:
     """Score candidate groups into `out`: (rows, nq) GEMM per group, then a per-page max."""
     nq, dim = q.shape
+    device = vectors.device
     # buffers reused across groups: converting into warm memory is ~3x cheaper than allocating
-    convert = None if vectors.dtype == torch.float32 else torch.empty((width, dim), dtype=torch.float32)
-    sims_buffer = torch.empty((width, nq), dtype=torch.float32)
+    convert = None if vectors.dtype == torch.float32 else torch.empty((width, dim), dtype=torch.float32, device=device)
+    sims_buffer = torch.empty((width, nq), dtype=torch.float32, device=device)
     q_t = q.T  # (dim, nq): rows x queries is the faster GEMM orientation here (tall-skinny output)
     for group_start, group_end in groups:
         g_starts, g_lengths = starts[group_start:group_end], lengths[group_start:group_end]
@@ -141,7 +142,7 @@ def _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, wid
             block = vectors[first:first + rows]
             block_scales = None if scales is None else scales[first:first + rows]
         else:
-            rows_idx = torch.from_numpy(_gather_rows(g_starts, g_lengths))
+            rows_idx = torch.from_numpy(_gather_rows(g_starts, g_lengths)).to(device)
             block = vectors.index_select(0, rows_idx)
             block_scales = None if scales is None else scales.index_select(0, rows_idx)
         if convert is not None:
@@ -154,12 +155,12 @@ def _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, wid
             best = sims.view(n_pages, int(g_lengths[0]), nq).amax(dim=1)  # (pages, nq)
         else:  # ragged: pad each page to the longest with -inf, then max
             longest = int(g_lengths.max())
-            padded = torch.cat([sims, torch.full((1, nq), float("-inf"))], dim=0)
+            padded = torch.cat([sims, torch.full((1, nq), float("-inf"), device=device)], dim=0)
             local = np.concatenate([[0], np.cumsum(g_lengths)[:-1]])
             cols = local[:, None] + np.arange(longest)[None, :]  # (pages, longest)
             cols = np.where(np.arange(longest)[None, :] < g_lengths[:, None], cols, rows)
-            best = padded[torch.from_numpy(cols.reshape(-1))].view(n_pages, longest, nq).amax(dim=1)
-            best = torch.where(torch.from_numpy(g_lengths == 0)[:, None], torch.zeros_like(best), best)
+            best = padded[torch.from_numpy(cols.reshape(-1)).to(device)].view(n_pages, longest, nq).amax(dim=1)
+            best = torch.where(torch.from_numpy(g_lengths == 0).to(device)[:, None], torch.zeros_like(best), best)
         if weights is not None:
             best = best * weights
         out[group_start:group_end] = best.sum(dim=1)
@@ -167,16 +168,17 @@ def _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, wid
 
 def _maxsim_torch(query, vectors, offsets, page_ids, scales, query_weights, block_vectors: int,
                   threads: int | None) -> torch.Tensor:
-    q = query.float().contiguous()  # (nq, dim)
+    device = vectors.device  # CPU memmaps, or tensors on a GPU: every operand joins the vectors there
+    q = query.to(device).float().contiguous()  # (nq, dim)
     offsets_np = offsets.cpu().numpy().astype(np.int64)
     ids = page_ids.cpu().numpy()
     starts = offsets_np[ids]
     lengths = offsets_np[ids + 1] - starts
-    out = torch.zeros(len(ids), dtype=torch.float32)
-    weights = None if query_weights is None else query_weights[None, :]  # (1, nq)
+    out = torch.zeros(len(ids), dtype=torch.float32, device=device)
+    weights = None if query_weights is None else query_weights.to(device)[None, :]  # (1, nq)
     groups = _groups(lengths, block_vectors)
     width = max(int(block_vectors), int(lengths.max()) if len(lengths) else 0)
-    threads = min(threads or torch.get_num_threads(), len(groups))
+    threads = 1 if device.type != "cpu" else min(threads or torch.get_num_threads(), len(groups))
     if threads <= 1:
         _score_groups(q, vectors, scales, weights, starts, lengths, groups, out, width)
         return out

@@ -17,25 +17,28 @@ RerankOpt = Annotated[str, typer.Option("--rerank", help="none, or late: HEAVEN-
                                                           "of the BM25 candidates (needs `dossier index --late`).")]
 LateModelOpt = Annotated[str, typer.Option("--late-model", help="Late-interaction model: minilm or a "
                                                                 "ColQwen/ColPali checkpoint directory.")]
-LateDeviceOpt = Annotated[str, typer.Option("--late-device", help="Where the late-interaction encoder runs: auto "
-                                                                  "(the GPU when there is one), cpu or cuda.")]
+LateDeviceOpt = Annotated[str, typer.Option("--late-device", help="Where the late-interaction encoder runs and, on "
+                                                                  "cuda, where the page embeddings are scored (fused "
+                                                                  "Triton MaxSim, when they fit): auto (the GPU when "
+                                                                  "there is one), cpu or cuda.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="Where BM25 is scored: cpu (numba, fastest one query at a "
+                                                         "time), cuda (Triton kernels over a GPU copy of the index, "
+                                                         "when it fits; else the CPU), or auto.")]
 
 
 def _late_device(device: str) -> str:
     """"auto": the GPU when torch sees one, else the CPU."""
-    if device != "auto":
-        return device
-    import torch
+    from tools.placement import resolve_device
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return resolve_device(device, "--late-device")
 
 
-def _ranker(corpus: Path, rerank: str, late_model: str, late_device: str = "auto"):
+def _ranker(corpus: Path, rerank: str, late_model: str, late_device: str = "auto", device: str = "cpu"):
     """A function (query, k, document, mode, snippets) -> hits, with or without the late reranker."""
     from tools.errors import DossierError
     from tools.search import Searcher
 
-    searcher = Searcher(corpus)
+    searcher = Searcher(corpus, device=device)
     if rerank == "none":
         return searcher, lambda q, k, doc, mode, snip: searcher.search(q, k=k, document=doc, mode=mode, snippets=snip)
     if rerank != "late":
@@ -115,6 +118,7 @@ def search_cmd(
     rerank: RerankOpt = "none",
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
+    device: DeviceOpt = "cpu",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Search pages with BM25 and the Whoosh query language MADQA's agents used.
@@ -129,7 +133,7 @@ def search_cmd(
         1. 3M_2018_10K p.60  score 7.41
            … Purchases of property, plant and equipment … **capital** **expenditure** …
     """
-    searcher, rank = _ranker(corpus, rerank, late_model, late_device)
+    searcher, rank = _ranker(corpus, rerank, late_model, late_device, device)
     if searcher.stale:
         typer.secho("warning: the corpus changed since it was indexed; run `dossier index` to refresh", err=True,
                     fg=typer.colors.YELLOW)
@@ -152,6 +156,7 @@ def retrieval_eval_cmd(
     rerank: RerankOpt = "none",
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
+    device: DeviceOpt = "cpu",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Measure retrieval: each question's text is the query; recall@k and MRR against gold pages.
@@ -172,7 +177,7 @@ def retrieval_eval_cmd(
     items, errors = load_questions(questions)
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
-    _searcher, rank = _ranker(corpus, rerank, late_model, late_device)
+    _searcher, rank = _ranker(corpus, rerank, late_model, late_device, device)
     rows = []
     for q in items:
         hits = rank(q.question, k, None, mode, False)

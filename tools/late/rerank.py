@@ -44,10 +44,17 @@ class LateReranker:
     @classmethod
     def open(cls, corpus: str | Path, model: str = "minilm", *, device: str = "cpu",
              config: HeavenConfig | None = None) -> "LateReranker":
-        """Load MODEL's encoder and the corpus's embeddings for it (`dossier index --late MODEL`)."""
+        """Load MODEL's encoder and the corpus's embeddings for it (`dossier index --late MODEL`).
+
+        On `device="cuda"` the embeddings are copied to the GPU when they fit (`tools/placement.py`) and
+        scored there by the fused Triton MaxSim kernel; otherwise they stay memory-mapped on the CPU.
+        """
         from tools.late.index import load_encoder, open_late_store
+        from tools.placement import fits_on_cuda
 
         store = open_late_store(corpus, model)
+        if device == "cuda" and fits_on_cuda(store.nbytes, f"late-interaction embeddings ({store.folder})"):
+            store = store.to_device("cuda")
         return cls(load_encoder(model, device), store, config)
 
     @property

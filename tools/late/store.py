@@ -9,13 +9,15 @@ BM25 rebuild replaces wholesale):
     progress.json while writing: pages and rows already on disk (a killed build resumes there)
 
 Pages are stored in the BM25 index's row order (`page_rows`), so a BM25 row id is a page id here.
+`EmbeddingStore.to_device("cuda")` copies the vectors to the GPU once; MaxSim then runs there in
+the fused Triton kernel (`kernels/maxsim_triton.py`), reading only the candidates' rows.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -122,10 +124,34 @@ class EmbeddingStore:
     """An opened store: memory-mapped vectors (and scales), offsets, metadata."""
 
     folder: Path  # the store directory
-    vectors: np.ndarray  # (vectors, dim) float16 or int8 memmap
-    scales: np.ndarray | None  # (vectors,) float32 memmap for int8, else None
-    offsets: np.ndarray  # (pages + 1,) int64
+    vectors: np.ndarray | torch.Tensor  # (vectors, dim) float16 or int8 memmap, or a device tensor (`to_device`)
+    scales: np.ndarray | torch.Tensor | None  # (vectors,) float32 per-vector scales for int8, else None
+    offsets: np.ndarray  # (pages + 1,) int64 (host)
     meta: dict  # meta.json
+    backend: str = "auto"  # MaxSim kernel: auto (triton for CUDA tensors, torch otherwise), torch, triton
+
+    @property
+    def device(self) -> str:
+        """Where the vectors are scored: "cpu" for memory maps, else the tensor's device type."""
+        return self.vectors.device.type if isinstance(self.vectors, torch.Tensor) else "cpu"
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of vectors and scales (what a copy to the GPU takes)."""
+        return self.num_vectors * self.bytes_per_vector
+
+    @property
+    def num_vectors(self) -> int:
+        return int(self.offsets[-1])
+
+    def to_device(self, device: str, backend: str = "auto") -> "EmbeddingStore":
+        """This store with its vectors (and scales) copied to `device` as tensors, scored there by `backend`.
+
+        The copy is made once (on CUDA every later MaxSim reads device memory only); offsets stay on the host.
+        """
+        vectors = torch.from_numpy(np.ascontiguousarray(self.vectors)).to(device)
+        scales = None if self.scales is None else torch.from_numpy(np.ascontiguousarray(self.scales)).to(device)
+        return replace(self, vectors=vectors, scales=scales, backend=backend)
 
     @classmethod
     def open(cls, folder: str | Path) -> "EmbeddingStore":
@@ -155,7 +181,8 @@ class EmbeddingStore:
 
     @property
     def bytes_per_vector(self) -> int:
-        return self.vectors.shape[1] * self.vectors.itemsize + (4 if self.scales is not None else 0)
+        itemsize = self.vectors.element_size() if isinstance(self.vectors, torch.Tensor) else self.vectors.itemsize
+        return self.vectors.shape[1] * itemsize + (4 if self.scales is not None else 0)
 
     def bytes_of(self, page_ids: np.ndarray) -> int:
         """Embedding bytes MaxSim reads for these pages (each counted once)."""
@@ -164,9 +191,13 @@ class EmbeddingStore:
 
     def maxsim(self, query: torch.Tensor, page_ids: np.ndarray | None = None,
                query_weights: torch.Tensor | None = None, backend: str = "auto") -> np.ndarray:
-        """MaxSim of a query's vectors against the listed pages (all when None), float32."""
+        """MaxSim of a query's vectors against the listed pages (all when None), float32 (host).
+
+        `backend` "auto" takes the store's own (`to_device` sets it).
+        """
         from kernels.maxsim import maxsim
 
+        backend = self.backend if backend == "auto" else backend
         scores = maxsim(query, self.vectors, self.offsets, page_ids=page_ids, scales=self.scales,
                         query_weights=query_weights, backend=backend)
         return scores.cpu().numpy()

@@ -111,14 +111,32 @@ class Searcher:
     Args:
         corpus: the corpus directory (built by `dossier ingest` and `dossier index`).
         backend: BM25 top-k kernel ("auto", "reference", "numba", "triton").
+        device: "cpu" (numba: touched documents only, fastest one query at a time), or "cuda": the score
+            matrix is copied to the GPU once and every search runs the Triton kernels there, when it fits
+            (else it stays on the CPU with a warning); "auto": cuda when there is a GPU.
     """
 
-    def __init__(self, corpus: str | Path, backend: str = "auto"):
+    def __init__(self, corpus: str | Path, backend: str = "auto", device: str = "cpu"):
         from tools.corpus import CorpusStore
+        from tools.placement import fits_on_cuda, resolve_device
 
         self.store = CorpusStore(corpus)
         self.index = SearchIndex.load(corpus)
         self.backend = backend
+        self.matrix = self.index.matrix  # a ScoreMatrix (host) or its GpuScoreMatrix copy
+        matrix = self.index.matrix
+        if resolve_device(device) == "cuda" and fits_on_cuda(_gpu_bytes(matrix), f"the BM25 index of {corpus}"):
+            from kernels.bm25_triton import GpuScoreMatrix
+
+            self.matrix = GpuScoreMatrix.from_matrix(matrix, "cuda")
+
+    @property
+    def device(self) -> str:
+        """Where BM25 is scored: the device of the GpuScoreMatrix copy, else "cpu"."""
+        import torch
+
+        data = self.matrix.data
+        return data.device.type if isinstance(data, torch.Tensor) else "cpu"
 
     @property
     def stale(self) -> bool:
@@ -168,14 +186,14 @@ class Searcher:
         positive = np.array(positive_tokens(node, self.index), dtype=np.int64)
         if universe is None and is_disjunction(node):
             # every page holding a query word matches: the kernel's own candidate set, no mask
-            ids, scores = topk(self.index.matrix, positive, k, backend=self.backend)
+            ids, scores = topk(self.matrix, positive, k, backend=self.backend)
         else:
             rows = match_rows(node, self.index, universe)
             if len(rows) == 0:
                 return []
             mask = np.zeros(self.index.num_pages, dtype=bool)
             mask[rows] = True
-            ids, scores = topk(self.index.matrix, positive, k, candidates=mask, include_zero=True, backend=self.backend)
+            ids, scores = topk(self.matrix, positive, k, candidates=mask, include_zero=True, backend=self.backend)
         words = {str(self.index.vocab[t]) for t in positive}
         hits = []
         for row, score in zip(ids.tolist(), scores.tolist()):
@@ -183,6 +201,11 @@ class Searcher:
             snippet = make_snippet(self.store.page(doc, page).text, words) if snippets else ""
             hits.append(SearchHit(doc, page, score, snippet))
         return hits
+
+
+def _gpu_bytes(matrix) -> int:
+    """Device memory a GpuScoreMatrix copy and one batch of dense score rows (64 queries) take."""
+    return len(matrix.data) * 8 + len(matrix.indptr) * 8 + matrix.num_docs * 4 * 64
 
 
 def snippet_spans(text: str, words: set[str], width: int = SNIPPET_TOKENS) -> list[tuple[str, bool]]:
