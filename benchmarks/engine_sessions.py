@@ -177,9 +177,14 @@ def hf_reference_model(model: str, engine: Engine):
     device = next(engine.adapter.parameters()).device
     dtype = engine.adapter.dtype
     if model in all_shapes():
+        source = engine.adapter
+        if engine.config.quantization:  # the peer runs the unquantised weights: the same seeded shape, rebuilt
+            from models.loading import load_adapter
+
+            source = load_adapter(model, device=device.type, dtype=dtype)
         with torch.device(device):
             hf_model = engine.adapter.family.reference()(engine.adapter.config).to(dtype)
-        missing, unexpected = hf_model.load_state_dict(engine.adapter.hf_state_dict(), strict=False)
+        missing, unexpected = hf_model.load_state_dict(source.hf_state_dict(), strict=False)
         assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
         hf_model.tie_weights()
         return hf_model.eval()

@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 
 from engine.cli.chat import ModelOpt
-from engine.cli.options import FormatOpt, OutputFormat, emit_json
+from engine.cli.options import FormatOpt, OutputFormat, QuantizationOpt, emit_json
 
 __all__ = ["bench_app", "register"]
 
 # Modules whose `register_bench(bench_app)` adds commands to this group.
-_EXTENSIONS = ("engine.cli.bench_search",)
+_EXTENSIONS = ("engine.cli.bench_search", "engine.cli.bench_quant")
 
 bench_app = typer.Typer(
     name="bench",
@@ -43,6 +43,7 @@ def bench_engine(
     attention: Annotated[str, typer.Option(help="auto, triton, flash_attn (GPU), numba or sdpa (CPU).")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
+    quantization: QuantizationOpt = None,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
     images: Annotated[
@@ -79,7 +80,7 @@ def bench_engine(
         torch.set_num_threads(threads)
     config = EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
-        dtype=dtype, block_size=block_size,
+        dtype=dtype, block_size=block_size, quantization=quantization,
     )
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     load_before = os.getloadavg()[0]

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from engine.cli.options import QuantizationOpt
+
 __all__ = ["ModelOpt", "register"]
 
 ModelOpt = Annotated[
@@ -32,6 +34,7 @@ def chat(
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass (with --temperature > 0).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed for sampling.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    quantization: QuantizationOpt = None,
 ) -> None:
     """Chat with a model; the conversation's KV cache is kept between turns.
 
@@ -47,7 +50,8 @@ def chat(
     """
     from engine import Engine, EngineConfig, SamplingParams
 
-    engine = Engine.from_pretrained(model, EngineConfig(device=device, kv_cache_gib=1.0, seed=seed))
+    config = EngineConfig(device=device, kv_cache_gib=1.0, seed=seed, quantization=quantization)
+    engine = Engine.from_pretrained(model, config)
     if engine.processor is None:
         from tools.errors import DossierError
 

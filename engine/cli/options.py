@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "emit_json"]
+__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "QuantizationOpt", "emit_json"]
 
 
 class OutputFormat(str, Enum):
@@ -21,6 +21,13 @@ FormatOpt = Annotated[
 CorpusOpt = Annotated[
     Path,
     typer.Option("--corpus", help="Corpus store directory (created by `dossier ingest`)."),
+]
+
+QuantizationOpt = Annotated[
+    str | None,
+    typer.Option("--quantization", help="Quantise the language model's linear layers with bitsandbytes: nf4 (4-bit) "
+                                        "or int8; vision towers, embeddings and the output head keep the model dtype. "
+                                        "Needs: pip install 'dossier[quant]'."),
 ]
 
 

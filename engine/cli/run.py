@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, emit_json
+from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
 
 __all__ = ["register", "start_run"]
 
@@ -151,6 +151,7 @@ def run_cmd(
                                                          "episode (the last must answer).")] = 4,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    quantization: QuantizationOpt = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Run a document agent over every question; write predictions and trajectories, resumable.
@@ -171,7 +172,7 @@ def run_cmd(
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
                            temperature=temperature, extract_iterations=extract_iterations)
-    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device)
+    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization)
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human)
     if fmt is OutputFormat.json:
