@@ -7,6 +7,10 @@ imported on first use, so importing a config does not pay for torch and transfor
 
 import importlib
 
+from engine.core.threads import prefer_passive_waiting
+
+prefer_passive_waiting()  # before torch loads OpenMP (a no-op when it already has); see engine/core/threads.py
+
 __all__ = ["Counters", "Engine", "EngineConfig", "FinishReason", "Request", "SamplingParams", "Session"]
 
 _HOMES = {

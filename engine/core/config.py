@@ -49,6 +49,9 @@ class EngineConfig:
     # Optional bitsandbytes weight quantisation of the language model's linear layers (vision
     # towers, embeddings and the output head stay in the model dtype): None, "nf4" or "int8".
     quantization: str | None = None
+    # Threads of the forward pass on the CPU; None adapts them to the load other processes put on
+    # the machine, re-read every 2 s (engine/core/threads.py). Ignored on a GPU.
+    cpu_threads: int | None = None
     # Seed for requests that do not give their own (sampling with temperature > 0).
     seed: int = 0
     # Vision-language models: smallest and largest image area after resizing, in pixels
@@ -71,6 +74,8 @@ class EngineConfig:
             raise DossierError(f"max_num_batched_tokens must be >= 1 (got {self.max_num_batched_tokens})")
         if self.max_num_seqs < 1:
             raise DossierError(f"max_num_seqs must be >= 1 (got {self.max_num_seqs})")
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise DossierError(f"cpu_threads must be >= 1, or None to adapt to the load (got {self.cpu_threads})")
         if self.device not in _DEVICES:
             raise DossierError(f"device {self.device!r} is not one of {', '.join(_DEVICES)}")
         if self.dtype not in _DTYPES:

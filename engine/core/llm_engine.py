@@ -30,6 +30,7 @@ from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
 from engine.core.structured import GrammarCache
+from engine.core.threads import ThreadGovernor
 from models.base import ModelAdapter, Segment
 from tools.errors import DossierError
 
@@ -48,6 +49,8 @@ class Engine:
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.runner = ModelRunner(adapter, self.config, num_blocks)
+        on_cpu = self.runner.device.type == "cpu"
+        self.threads = ThreadGovernor(self.config.cpu_threads) if on_cpu else None
         self.counters = Counters()
         self._lock = threading.RLock()
         self._session_ids = itertools.count()
@@ -164,6 +167,8 @@ class Engine:
                 request.session.request = None
             if not chunks:
                 return failed
+            if self.threads is not None:
+                self.threads.apply()  # one thread per free core: a busy core stalls every parallel region
             logits = self.runner.run(chunks)
             sampling = []
             prefilled = 0
@@ -263,5 +268,9 @@ class Engine:
                 "open_sessions": len(self.scheduler.sequences),
                 "attention_backend": self.runner.backend,
                 "phases": {k: round(v, 4) if isinstance(v, float) else v for k, v in self.phases.items()},
+                **({"cpu_threads": {"now": self.threads.threads, "cores": self.threads.cores,
+                                    "adaptive": self.threads.fixed is None, "changes": self.threads.changes,
+                                    "others_busy_cores": round(self.threads.others, 2)}}
+                   if self.threads is not None else {}),
                 **({"vision": self.runner.encoder.stats()} if self.runner.encoder is not None else {}),
             }

@@ -1,0 +1,144 @@
+"""CPU threads of the forward pass: how many, and how they wait, decided from what else runs.
+
+On a small CPU shared with other work two things made an agent run many times slower
+than alone (benchmarks/bench_load.py measures both):
+
+1. Spinning. torch's OpenMP pool, MKL, and numba's parallel kernels (a second OpenMP
+   runtime in the same process) spin-wait after every parallel region, taking a core
+   from whatever runs next, including each other. `prefer_passive_waiting()` sets
+   OMP_WAIT_POLICY=PASSIVE (threads sleep at once); it must run before torch loads
+   OpenMP, so the CLI calls it first thing, and `import engine.core` calls it too.
+   A value the user set is kept.
+2. A parallel region is as slow as its slowest thread. With two threads and another
+   process busy on one of the two cores, every region of every layer waits for the
+   thread that shares that core to get a timeslice. One thread per core that is
+   actually free is faster.
+
+`ThreadGovernor` decides the second: every `interval_s` seconds it reads the CPU time the
+whole machine spent busy (/proc/stat) minus this process's own (/proc/self/stat), i.e.
+the cores other processes keep busy, and gives the forward `round(cores - others)`
+threads (at least 1, at most the cores this process may run on). Two Dossier jobs on two
+cores each settle on one thread, one core each. Without /proc (not Linux) it keeps the
+core count. A fixed count (`EngineConfig.cpu_threads`) turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+__all__ = ["ThreadGovernor", "available_cores", "prefer_passive_waiting"]
+
+log = logging.getLogger(__name__)
+
+
+def prefer_passive_waiting() -> None:
+    """Make OpenMP threads sleep instead of spinning when idle (before torch loads; keeps a user's value)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _machine_busy_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat; None where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def _own_ticks() -> int | None:
+    """User + system clock ticks of this process (all its threads), from /proc/self/stat."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+
+
+class ThreadGovernor:
+    """Chooses the forward's thread count from the load other processes put on the machine.
+
+    Args:
+        fixed: a fixed thread count, or None to adapt.
+        interval_s: seconds between load readings (and possible changes).
+        cores: cores this process may use (default: its affinity mask).
+    """
+
+    def __init__(self, fixed: int | None = None, interval_s: float = 2.0, cores: int | None = None) -> None:
+        self.cores = cores or available_cores()
+        self.fixed = fixed
+        self.interval_s = interval_s
+        self.threads = fixed or self.cores
+        self.others = 0.0  # cores kept busy by other processes at the last reading
+        self.changes = 0  # how often the count changed
+        self._last = self._read()
+        self._applied_to: tuple[int, int] | None = None  # (thread ident, count) last applied
+
+    def _read(self) -> tuple[float, int, int] | None:
+        machine, own = _machine_busy_ticks(), _own_ticks()
+        if machine is None or own is None:
+            return None
+        return time.monotonic(), machine[0] - own, machine[1]
+
+    def threads_for(self, others: float) -> int:
+        """Threads to use when other processes keep `others` cores busy."""
+        return max(1, min(self.cores, round(self.cores - others)))
+
+    def update(self) -> int:
+        """Re-read the load when `interval_s` has passed; returns the thread count to use now."""
+        if self.fixed is not None or self._last is None or self.cores == 1:
+            return self.threads
+        if time.monotonic() - self._last[0] < self.interval_s:
+            return self.threads
+        now = self._read()
+        if now is None:
+            return self.threads
+        busy_others, total = now[1] - self._last[1], now[2] - self._last[2]
+        self._last = now
+        if total <= 0:
+            return self.threads
+        # total ticks cover every CPU of the machine; scale to cores of this process's share
+        machine_cpus = os.cpu_count() or self.cores
+        self.others = max(0.0, busy_others / total * machine_cpus)
+        threads = self.threads_for(self.others)
+        if threads != self.threads:
+            log.info("other processes keep %.1f of %d cores busy: %d -> %d forward threads",
+                     self.others, self.cores, self.threads, threads)
+            self.threads = threads
+            self.changes += 1
+        return self.threads
+
+    def apply(self) -> None:
+        """Set torch's and numba's thread counts on the calling thread when they differ from the decision."""
+        threads = self.update()
+        key = (_thread_ident(), threads)
+        if key == self._applied_to:
+            return
+        try:  # numba first: its first call starts its OpenMP pool, which resets the OpenMP thread count
+            import numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        except ImportError:  # numba is optional for the forward (attention falls back to sdpa)
+            pass
+        import torch
+
+        torch.set_num_threads(threads)
+        self._applied_to = key
+
+
+def _thread_ident() -> int:
+    import threading
+
+    return threading.get_ident()
