@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
+from engine.cli.progress import LiveProgress
 
 __all__ = ["register", "start_run"]
 
@@ -77,19 +79,32 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
 
         meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
     _check_resume(out, meta)
-    engine = Engine.from_pretrained(model, config)
-    settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
-    meta["observe"] = settings.observe  # what "auto" became for this model
-    documents = env.documents if env is not None and settings.cite_known_documents else None
-    backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / "run.json").exists():
-        (out / "run.json").write_text(json.dumps(meta, indent=2))
-    if show_progress:
-        summary = _run_with_progress(backend, settings, env, out, concurrency, items, engine)
-    else:
-        summary = RolloutRunner(backend, settings, env, out, concurrency).run(items)
-    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": engine.stats()["counters"]}
+    with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
+        if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
+            live.phase(f"loading model {model}")
+        engine = Engine.from_pretrained(model, config)
+        settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
+        meta["observe"] = settings.observe  # what "auto" became for this model
+        documents = env.documents if env is not None and settings.cite_known_documents else None
+        backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / "run.json").exists():
+            (out / "run.json").write_text(json.dumps(meta, indent=2))
+        progress = None
+        if live is not None:
+            live.phase("episodes")
+            live.update(done=0, total=len(items))
+
+            def progress(summary, total):
+                seconds = max(summary.seconds, 1e-9)
+                live.update(done=summary.episodes + summary.skipped, total=total,
+                            detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
+                                   f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
+
+        summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
+    stats = engine.stats()
+    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
+                                  "cpu_threads": stats.get("cpu_threads")}
     if agent == "workflow":  # per-document extractions share one prompt prefix: how much came from the cache
         from engine.agents.workflow_report import load_workflow_trajectories, prefix_cache_report, render_with
 
@@ -97,25 +112,6 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
                                                      render_with(engine.processor))
     (out / "run_summary.json").write_text(json.dumps(report, indent=2))
     return report
-
-
-def _run_with_progress(backend, settings, env, out, concurrency, items, engine):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from engine.agents.runner import RolloutRunner
-
-    columns = (TextColumn(f"run {settings.agent}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-               TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("run", total=len(items), rate="")
-
-        def progress(summary, total):
-            bar.update(task, completed=summary.episodes + summary.skipped, total=total,
-                       rate=f"{summary.steps / max(summary.seconds, 1e-9):.2f} steps/s "
-                            f"{summary.tokens_generated / max(summary.seconds, 1e-9):.1f} tok/s")
-
-        return RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
 
 
 def _agent_names() -> tuple[str, ...]:
@@ -129,7 +125,8 @@ def run_cmd(
     out: Annotated[Path, typer.Option(help="Run directory: run.json, predictions.jsonl, trajectories.jsonl.")],
     corpus: CorpusOpt = None,
     agent: Annotated[str, typer.Option(help="The agent (engine/agents/registry.py): " + ", ".join(_agent_names()) + ".")] = "bm25",
-    model: Annotated[str, typer.Option(help="'default' (embedded SmolLM2-135M), a local HF directory or a .gguf file.")] = "default",
+    model: Annotated[str, typer.Option(help="'default' (embedded SmolLM2-135M), qwen2.5-0.5b or qwen2.5-1.5b (the "
+                                            "cpu-models extra), a local HF directory or a .gguf file.")] = "default",
     k: Annotated[int, typer.Option("-k", "--k", help="Pages per search.")] = 5,
     max_iterations: Annotated[int, typer.Option(help="Model turns per episode; the last must answer.")] = 10,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
@@ -152,6 +149,8 @@ def run_cmd(
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     quantization: QuantizationOpt = None,
+    threads: Annotated[str, typer.Option(help="CPU threads of the model's forward: auto (one per core that other "
+                                              "processes leave free, re-read every 2 s) or a number.")] = "auto",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Run a document agent over every question; write predictions and trajectories, resumable.
@@ -172,7 +171,8 @@ def run_cmd(
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
                            temperature=temperature, extract_iterations=extract_iterations)
-    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization)
+    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization,
+                         cpu_threads=parse_threads(threads))
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human)
     if fmt is OutputFormat.json:
@@ -188,6 +188,17 @@ def run_cmd(
                    f"{100 * cache['share_from_cache']:.1f}% of it read from the prefix cache for the "
                    f"{cache['documents']} documents after the first (lowest {100 * cache['min_share']:.1f}%)")
     typer.echo(f"score it: dossier eval {out}")
+
+
+def parse_threads(value: str) -> int | None:
+    """`--threads auto|N` as EngineConfig.cpu_threads (None adapts to the load)."""
+    from tools.errors import DossierError
+
+    if value == "auto":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise DossierError(f"--threads must be 'auto' or a positive number (got {value!r})")
+    return int(value)
 
 
 def register(app: typer.Typer) -> None:
