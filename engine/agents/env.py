@@ -12,7 +12,16 @@ from pathlib import Path
 from tools.errors import DossierError
 from tools.search.tokenize import analyze
 
-__all__ = ["AgentEnv", "PageHit", "excerpt"]
+__all__ = ["AgentEnv", "PageHit", "RetryHint", "excerpt"]
+
+
+@dataclass(slots=True, frozen=True)
+class RetryHint:
+    """Why a search found nothing: pages per query part, and a shorter query of the same parts that matches."""
+
+    parts: list[tuple[str, int]]  # (part as the model would write it, pages holding it)
+    suggestion: str | None  # a query of some of the parts that matches pages; None when none does
+    suggestion_pages: int  # pages the suggestion matches
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,6 +113,40 @@ class AgentEnv:
 
         return {str(self.searcher.index.vocab[t]) for t in positive_tokens(node, self.searcher.index)}
 
+    def retry_hint(self, query: str, mode: str | None = None) -> RetryHint | None:
+        """Why a query matched no page, for the guided loop's retry hint; None when it cannot say.
+
+        Counts the pages holding each AND-ed part of the query (parts under NOT and words that
+        analyse to nothing are left out), and finds a shorter query of the same parts that does
+        match: the parts some page holds, else all but one of them, else two, else one, choosing
+        the one matching the fewest pages (the most specific). A weak model that searched three
+        words no page holds together can copy it.
+        """
+        from itertools import combinations
+
+        from tools.search.query import And, Empty, Not
+        from tools.search.searcher import match_rows
+
+        try:
+            node = self.searcher.parse(query, mode or self.search_mode)
+        except DossierError:
+            return None
+        parts = [p for p in (node.children if isinstance(node, And) else (node,)) if not isinstance(p, (Not, Empty))]
+        if not parts:
+            return None
+        index = self.searcher.index
+        counts = [(_describe(p), int(len(match_rows(p, index)))) for p in parts]
+        found = [p for p, (_, n) in zip(parts, counts) if n]
+        for size in dict.fromkeys((len(found), len(found) - 1, 2, 1)):
+            if not 1 <= size < len(parts):
+                continue
+            matches = [(int(len(match_rows(And(tuple(c)), index))), c) for c in combinations(found, size)]
+            matches = [(n, c) for n, c in matches if n]
+            if matches:
+                n, best = min(matches, key=lambda m: m[0])
+                return RetryHint(counts, " ".join(_describe(p) for p in best), n)
+        return RetryHint(counts, None, 0)
+
     def page_image(self, document: str, page: int, dpi: int, max_pixels: int):
         """A page rendered by the corpus store (cached as PNG in the corpus) as a PIL RGB image."""
         from tools.corpus import RenderSettings
@@ -121,3 +164,17 @@ class AgentEnv:
         text = self.store.page(document, page).text
         words = {t.text for t in analyze(query)} if query else set()
         return excerpt(text, words, self.page_chars)
+
+
+def _describe(node) -> str:
+    """A query part as the model would write it: word, wildcard, "phrase", (a OR b)."""
+    from tools.search.query import Or, Phrase, Term
+
+    if isinstance(node, Term):
+        return node.token
+    if isinstance(node, Phrase):
+        words = " ".join(_describe(e) for e in node.elements)
+        return f'"{words}"' + (f"~{node.slop}" if node.slop else "")
+    if isinstance(node, Or):
+        return "(" + " OR ".join(_describe(c) for c in node.children) + ")"
+    return getattr(node, "pattern", str(node))

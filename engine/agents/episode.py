@@ -8,7 +8,10 @@ turn or done. The episode records every step for trajectories.jsonl and builds t
 canonical prediction.
 
 Agents:
-    bm25         MADQA's BM25 agent: search or answer each turn, forced to answer on turn T
+    bm25         MADQA's BM25 agent: search or answer each turn, forced to answer on turn T; with
+                 loop="guided" (the default) a repeated query is answered with what it returned before
+                 and a search that found nothing with its words' page counts and a shorter query
+                 that matches; loop="madqa" is MADQA's loop exactly
     rag          one retrieval with the question as free text, then a forced answer
     oracle       the gold evidence pages given directly, then a forced answer (no retrieval)
     closed-book  the question alone, then a forced answer (guessability)
@@ -53,6 +56,8 @@ class Episode:
     wall_s: float = 0.0
     _pending: _Pending | None = None
     _input_delta: str = ""
+    # guided loop: normalised query -> (step, pages it returned, error), to answer a repeat without re-running it
+    _searched: dict[str, tuple[int, list[tuple[str, int]], str | None]] = field(default_factory=dict)
 
     # --- turns -----------------------------------------------------------------------
     @property
@@ -139,30 +144,45 @@ class Episode:
                 return self._finish("max_iterations")
             return self._observation(prompts.MALFORMED.format(reason=call.reason))
         self.search_history.append(call.query)
+        guided = self.settings.loop == "guided"
+        if guided and _normalised(call.query) in self._searched:
+            return self._repeated(record, call.query)
         self._pending = _Pending(record, call)
         env, s = self.env, self.settings
-        if not self.images:
-            return ToolJob(lambda: _timed(lambda: env.search(call.query, s.k)))
 
-        def search_and_render():  # rendering runs in the tool thread too, off the model's loop
+        def search():  # in the tool thread: the search, page images for vision models, the retry hint
             hits, error = env.search(call.query, s.k)
-            return env.with_images(hits, s.image_dpi, s.image_max_pixels), error
+            if self.images:
+                hits = env.with_images(hits, s.image_dpi, s.image_max_pixels)
+            hint = env.retry_hint(call.query) if guided and not hits and error is None else None
+            return hits, error, hint
 
-        return ToolJob(lambda: _timed(search_and_render))
+        return ToolJob(lambda: _timed(search))
+
+    def _repeated(self, record: dict, query: str) -> Turn | Done:
+        """Guided loop: a query searched before is not run again; the observation says what it returned."""
+        step, pages, error = self._searched[_normalised(query)]
+        record["tool_result"] = ({"error": error} if error is not None else
+                                 {"pages": [{"document": d, "page": p} for d, p in pages]}) | {"repeat_of_step": step}
+        if self.turns_left <= 0:
+            return self._finish("max_iterations")
+        return self._observation(prompts.repeated_search(query, step, pages, error))
 
     def on_tool_result(self, result) -> Turn | Done:
         """Record a search result and build the observation turn."""
         pending, self._pending = self._pending, None
         assert pending is not None, "a tool result arrived without a pending call"
-        (hits, error), seconds = result
+        (hits, error, hint), seconds = result
         pending.record["timing"]["tool_s"] = round(seconds, 4)
+        pages = [(h.document, h.page) for h in hits]
+        self._searched.setdefault(_normalised(pending.call.query), (pending.record["step"], pages, error))
         if error is not None:
             pending.record["tool_result"] = {"error": error}
             text = f"Search failed: {error}"
         else:
-            pending.record["tool_result"] = {"pages": [{"document": h.document, "page": h.page} for h in hits]}
+            pending.record["tool_result"] = {"pages": [{"document": d, "page": p} for d, p in pages]}
             if not hits:
-                text = prompts.NO_HITS
+                text = prompts.retry_hint(hint.parts, hint.suggestion, hint.suggestion_pages) if hint else prompts.NO_HITS
             elif self.images:
                 text = prompts.format_hit_images(pending.call.query, [(h.document, h.page, h.image) for h in hits])
             else:
@@ -209,6 +229,11 @@ def _as_text(content) -> str:
     if isinstance(content, str):
         return content
     return "".join(part if isinstance(part, str) else f"<image {part.size[0]}x{part.size[1]}>" for part in content)
+
+
+def _normalised(query: str) -> str:
+    """A query as the guided loop compares it: case and spacing do not make a search new."""
+    return " ".join(query.lower().split())
 
 
 def _timed(fn):

@@ -8,7 +8,7 @@ possible, the document's own words, no sentences; cite each source page once.
 from __future__ import annotations
 
 __all__ = ["SEARCH_AGENT_SYSTEM", "READER_SYSTEM", "CLOSED_BOOK_SYSTEM", "format_hits", "format_question",
-           "format_hit_images", "turn_footer", "NO_HITS", "MALFORMED", "for_images"]
+           "format_hit_images", "turn_footer", "NO_HITS", "MALFORMED", "for_images", "repeated_search", "retry_hint"]
 
 # No example values: the tiny default model copies any example answer verbatim, and the
 # structured-output schema already fixes the JSON shape, so the tools are described in words.
@@ -49,6 +49,32 @@ NO_HITS = "No pages match this query. Try fewer words, synonyms, OR between alte
 
 MALFORMED = ("Your reply was not a valid tool call ({reason}). Reply with one JSON object: "
              '{{"tool": "search", "query": "..."}} or {{"tool": "answer", "answer": ["..."], "citations": [...]}}.')
+
+
+def repeated_search(query: str, step: int, pages: list[tuple[str, int]], error: str | None) -> str:
+    """The guided loop's answer to a query already searched: what it returned then, instead of the same pages again."""
+    if error is not None:
+        found = f"it failed: {error}"
+    elif pages:
+        found = "it returned " + "; ".join(f"File: {doc}, Page: {page}" for doc, page in pages) + " (shown above)"
+    else:
+        found = "it found no page"
+    return (f'You already searched for "{query}" (turn {step}); {found}. Searching the same words again finds the '
+            "same. Search with different words, or answer from the pages you have read.")
+
+
+def retry_hint(parts: list[tuple[str, int]], suggestion: str | None, suggestion_pages: int) -> str:
+    """The guided loop's observation for a search that found nothing: which words failed, and a query that works."""
+    def pages(n: int) -> str:
+        return "no page" if n == 0 else "1 page" if n == 1 else f"{n} pages"
+
+    counts = ", ".join(f"{part} ({pages(n)})" for part, n in parts)
+    head = (f"No page holds all of these together: {counts}." if len(parts) > 1
+            else f"No page matches {counts}.")
+    if suggestion is not None:
+        return f'{head} Fewer words find pages: for example "{suggestion}" matches {pages(suggestion_pages)}.'
+    return (f"{head} Use other words: a synonym, an abbreviation, another form of the word, or a wildcard "
+            "such as revenu*.")
 
 
 def format_question(question: str) -> str:

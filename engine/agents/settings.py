@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass
 from engine.agents.registry import agent_spec
 from tools.errors import DossierError
 
-__all__ = ["AgentSettings"]
+__all__ = ["AgentSettings", "LOOPS"]
+
+LOOPS = ("guided", "madqa")
 
 
 @dataclass(slots=True)
@@ -30,6 +32,10 @@ class AgentSettings:
     seed: int = 0  # sampling seed; greedy decoding ignores it
     temperature: float = 0.0  # 0 = greedy
     extract_iterations: int = 4  # workflow: model turns of each per-document extraction episode (the last must answer)
+    # The search agent's loop: "madqa" is MADQA's exactly (every call runs the search; nothing found says so);
+    # "guided" answers a repeated identical query with what it returned before instead of re-running it, and
+    # a search that found nothing with the pages each of its words is on and a shorter query that matches.
+    loop: str = "madqa"
 
     def __post_init__(self):
         agent_spec(self.agent)  # a DossierError naming the registered agents when unknown
@@ -45,6 +51,8 @@ class AgentSettings:
             raise DossierError(f"search_mode must be 'boolean' or 'bag' (got {self.search_mode!r})")
         if self.rerank not in ("none", "late"):
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
+        if self.loop not in LOOPS:
+            raise DossierError(f"loop must be one of {', '.join(LOOPS)} (got {self.loop!r})")
         if self.temperature < 0:
             raise DossierError(f"temperature must be 0 (greedy) or positive (got {self.temperature})")
         if self.extract_iterations < 1:

@@ -36,7 +36,8 @@ def _check_resume(out: Path, meta: dict) -> None:
 
     old = json.loads(path.read_text())
     if isinstance(old.get("settings"), dict):  # settings added since that run was started take their defaults
-        old["settings"] = AgentSettings(agent=old.get("agent", "bm25")).to_json() | old["settings"]
+        # ... except the loop: runs from before it existed ran MADQA's
+        old["settings"] = AgentSettings(agent=old.get("agent", "bm25")).to_json() | {"loop": "madqa"} | old["settings"]
     keys = ("agent", "model", "questions", "corpus", "settings")
     diffs = [k for k in keys if old.get(k) != meta.get(k)]
     if diffs:
@@ -140,6 +141,10 @@ def run_cmd(
     search_mode: Annotated[str, typer.Option(help="boolean (MADQA's query language) or bag (free text).")] = "boolean",
     rerank: Annotated[str, typer.Option(help="none, or late: rerank search hits by late interaction "
                                              "(needs `dossier index --late`).")] = "none",
+    loop: Annotated[str, typer.Option(help="The search agent's loop: guided (a repeated query is answered with what "
+                                           "it returned before; a search that finds nothing names the words no page "
+                                           "holds and a shorter query that matches) or madqa (MADQA's loop "
+                                           "exactly).")] = "guided",
     structured: Annotated[bool, typer.Option(help="Constrain turns to the tool-call JSON schema.")] = True,
     temperature: Annotated[float, typer.Option(help="0 = greedy (the default); above 0, sampling with --seed.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Sampling seed: each turn's seed derives from it, the question and the "
@@ -170,7 +175,7 @@ def run_cmd(
     settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
-                           temperature=temperature, extract_iterations=extract_iterations)
+                           temperature=temperature, extract_iterations=extract_iterations, loop=loop)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
