@@ -1,23 +1,15 @@
 """The install holds nothing we do not use (scripts/check_install.py) and never asks pip to compile."""
 
-import importlib.util
 import re
-import sys
 import tomllib
 from pathlib import Path
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _checker():
-    spec = importlib.util.spec_from_file_location("check_install", ROOT / "scripts" / "check_install.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_install"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-check_install = _checker()
+check_install = load_script("check_install")
 
 
 def test_no_unused_package_is_importable_and_the_default_model_is_there():

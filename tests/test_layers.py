@@ -1,25 +1,17 @@
 """Imports go one way between layers (scripts/check_layers.py): kernels ← tools/models ← engine core ←
 agents/eval/... ← cli; benchmarks may import anything and only the CLI imports them."""
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _checker():
-    spec = importlib.util.spec_from_file_location("check_layers", ROOT / "scripts" / "check_layers.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_layers"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-check_layers = _checker()
+check_layers = load_script("check_layers")
 
 
 def test_the_repository_imports_go_one_way():

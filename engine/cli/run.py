@@ -144,7 +144,7 @@ def run_cmd(
     loop: Annotated[str, typer.Option(help="The search agent's loop: guided (a repeated query is answered with what "
                                            "it returned before; a search that finds nothing names the words no page "
                                            "holds and a shorter query that matches) or madqa (MADQA's loop "
-                                           "exactly).")] = "guided",
+                                           "exactly).")] = "madqa",
     structured: Annotated[bool, typer.Option(help="Constrain turns to the tool-call JSON schema.")] = True,
     temperature: Annotated[float, typer.Option(help="0 = greedy (the default); above 0, sampling with --seed.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Sampling seed: each turn's seed derives from it, the question and the "
@@ -187,6 +187,14 @@ def run_cmd(
     typer.echo(f"{report['episodes']} episodes in {report['seconds']} s ({report['episodes_per_hour']:.0f} episodes/h, "
                f"{report['steps_per_s']} steps/s, {report['generated_tok_per_s']} tok/s); finish: {reasons or '-'}"
                + (f"; {report['skipped']} already done" if report["skipped"] else ""))
+    prefilled, cached = report["tokens_prefilled"], report["tokens_cached"]
+    share = f" ({100 * cached / (prefilled + cached):.0f} %)" if prefilled + cached else ""
+    threads = report.get("cpu_threads")
+    threads_text = ""
+    if threads:
+        threads_text = (f"; CPU threads {threads['now']} of {threads['cores']}"
+                        + (f", adapted {threads['changes']} times to other load" if threads["changes"] else ""))
+    typer.echo(f"prompt tokens {prefilled:,} prefilled, {cached:,} from the KV cache{share}{threads_text}")
     cache = report.get("prefix_cache")
     if cache and cache["documents"]:
         typer.echo(f"extraction prefix: {cache['shared_prefix_tokens']:.0f} tokens shared by the documents of a question; "
