@@ -107,6 +107,13 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _merge(path: Path, row: dict) -> None:
+    """Keep every (model, loop) row measured into this folder, the latest for each pair."""
+    rows = json.loads(path.read_text()) if path.exists() else []
+    rows = [r for r in rows if (r["model"], r["loop"]) != (row["model"], row["loop"])] + [row]
+    path.write_text(json.dumps(rows, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=Path, required=True)
@@ -125,7 +132,7 @@ def main() -> None:
         for loop in args.loops.split(","):
             rows.append(run_one(model, loop, args, env))
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-            (args.out / "comparison.json").write_text(json.dumps(rows, indent=2))
+            _merge(args.out / "comparison.json", rows[-1])
     if args.format == "json":
         print(json.dumps(rows, indent=2))
     else:
