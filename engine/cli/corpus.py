@@ -123,30 +123,28 @@ def ingest_cmd(
 
 
 def _ingest_with_progress(inputs, corpus, config, ocr_settings):
+    """Ingest with a bar on a terminal, or a plain progress line every 5 s in a log (engine/cli/progress.py)."""
     import time
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from engine.cli.progress import LiveProgress
     from tools.corpus import ingest
     from tools.ocr import OcrStep
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-               TimeElapsedColumn())
-    with Progress(*columns, transient=True, console=_stderr_console()) as bar:
-        task = bar.add_task("ingest", total=None, rate="")
-        state = {"start": None, "ocr_task": None, "ocr_start": None}
+    with LiveProgress("ingest") as live:
+        live.phase("documents")
+        state = {"start": None, "ocr_start": None}
 
         def progress(done: int, total: int, pages: int) -> None:
             state["start"] = state["start"] or time.perf_counter()
             elapsed = max(time.perf_counter() - state["start"], 1e-9)
-            bar.update(task, completed=done, total=total, rate=f"{done / elapsed:.1f} docs/s {pages / elapsed:.0f} pages/s")
+            live.update(done=done, total=total, detail=f"{done / elapsed:.1f} docs/s, {pages / elapsed:.0f} pages/s")
 
         def ocr_progress(done: int, total: int, backend: str) -> None:
-            if state["ocr_task"] is None:
-                state["ocr_task"] = bar.add_task(f"ocr ({backend})", total=total, rate="")
+            if state["ocr_start"] is None:
                 state["ocr_start"] = time.perf_counter()
+                live.phase(f"OCR ({backend}), pages")
             elapsed = max(time.perf_counter() - state["ocr_start"], 1e-9)
-            bar.update(state["ocr_task"], completed=done, total=total, rate=f"{done / elapsed:.2f} pages/s")
+            live.update(done=done, total=total, detail=f"{done / elapsed:.2f} pages/s")
 
         if ocr_settings is not None:
             config.ocr = OcrStep(ocr_settings, progress=ocr_progress)

@@ -93,12 +93,11 @@ class LiveProgress:
             self._bar.update(self._task, completed=self._done or 0, total=self._total, detail=self._detail)
 
     def line(self) -> str:
-        """The plain progress line as of now."""
-        parts = [f"{self.label}: {self._phase}"]
+        """The plain progress line as of now: `run bm25: episodes 3/20, 0.85 steps/s, elapsed 1m05s`."""
+        head = f"{self.label}: {self._phase}"
         if self._total is not None:
-            parts.append(f"{self._done or 0}/{self._total}")
-        if self._detail:
-            parts.append(self._detail)
+            head += f" {self._done or 0}/{self._total}"
+        parts = [head, self._detail] if self._detail else [head]
         parts.append(f"elapsed {format_elapsed(time.perf_counter() - self._started)}")
         return ", ".join(parts)
 

@@ -78,3 +78,22 @@ def test_the_extra_pins_every_part():
     pins = set(extra["project"]["optional-dependencies"]["cpu-models"])
     wanted = {f"{p}=={m.version}" for m in PACKAGED_MODELS.values() for p in m.packages}
     assert pins == wanted
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["qwen2.5-0.5b", "qwen2.5-1.5b"])
+def test_the_real_packaged_model_answers_through_the_engine(name):
+    """The assembled, verified, converted model runs in Dossier's engine and answers (needs the cpu-models extra)."""
+    from engine import Engine, EngineConfig, SamplingParams
+
+    try:
+        part_files(PACKAGED_MODELS[name])
+    except MissingDependencyError as err:
+        pytest.skip(str(err))
+    engine = Engine.from_pretrained(name, EngineConfig(kv_cache_gib=0.25))
+    session = engine.open_session()
+    session.append_message("system", "Answer with one word.")
+    session.append_message("user", "What is the capital of France?")
+    session.append_generation_prompt()
+    reply = session.generate(SamplingParams(max_new_tokens=8))
+    assert reply.text.strip().rstrip(".") == "Paris"
