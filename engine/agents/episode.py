@@ -9,7 +9,7 @@ canonical prediction.
 
 Agents:
     bm25         MADQA's BM25 agent: search or answer each turn, forced to answer on turn T; with
-                 loop="guided" (the default) a repeated query is answered with what it returned before
+                 loop="guided" a repeated query is answered with what it returned before
                  and a search that found nothing with its words' page counts and a shorter query
                  that matches; loop="madqa" is MADQA's loop exactly
     rag          one retrieval with the question as free text, then a forced answer

@@ -9,7 +9,7 @@ from tools.errors import DossierError
 
 __all__ = ["AgentSettings", "LOOPS"]
 
-LOOPS = ("guided", "madqa")
+LOOPS = ("madqa", "guided")
 
 
 @dataclass(slots=True)
