@@ -13,7 +13,7 @@ def _run(tmp_path, policy, loop: str, n: int = 1):
     env = AgentEnv(build_corpus(tmp_path / "c"), page_chars=400)
     searches = []
     search = env.search
-    env.search = lambda query, k, mode=None: searches.append(query) or search(query, k, mode)
+    env.search = lambda query, k, *args, **kwargs: searches.append(query) or search(query, k, *args, **kwargs)
     seen = []
 
     def recording(qid, turn, messages):
