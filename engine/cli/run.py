@@ -47,7 +47,20 @@ def _check_resume(out: Path, meta: dict) -> None:
 
 def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
               engine_kwargs: dict, concurrency: int, limit: int | None, show_progress: bool) -> dict:
-    """Load questions, model and corpus, run every episode, and return the run summary."""
+    """Load questions, model and corpus, run every episode, and return the run summary.
+
+    With `show_progress`, progress goes to stderr from the first moment (imports and model
+    loading take minutes on a busy machine): a bar on a terminal, plain lines in a log.
+    """
+    with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
+        if live is not None:
+            live.phase("starting (imports, questions, corpus)")
+        return _start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
+                          live)
+
+
+def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
+               engine_kwargs: dict, concurrency: int, limit: int | None, live: LiveProgress | None) -> dict:
     from engine.agents.backend import EngineBackend
     from engine.agents.env import AgentEnv
     from engine.agents.runner import RolloutRunner
@@ -80,29 +93,28 @@ def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out:
 
         meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
     _check_resume(out, meta)
-    with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
-        if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
-            live.phase(f"loading model {model}")
-        engine = Engine.from_pretrained(model, config)
-        settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
-        meta["observe"] = settings.observe  # what "auto" became for this model
-        documents = env.documents if env is not None and settings.cite_known_documents else None
-        backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
-        out.mkdir(parents=True, exist_ok=True)
-        if not (out / "run.json").exists():
-            (out / "run.json").write_text(json.dumps(meta, indent=2))
-        progress = None
-        if live is not None:
-            live.phase("episodes")
-            live.update(done=0, total=len(items))
+    if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
+        live.phase(f"loading model {model}")
+    engine = Engine.from_pretrained(model, config)
+    settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
+    meta["observe"] = settings.observe  # what "auto" became for this model
+    documents = env.documents if env is not None and settings.cite_known_documents else None
+    backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "run.json").exists():
+        (out / "run.json").write_text(json.dumps(meta, indent=2))
+    progress = None
+    if live is not None:
+        live.phase("episodes")
+        live.update(done=0, total=len(items))
 
-            def progress(summary, total):
-                seconds = max(summary.seconds, 1e-9)
-                live.update(done=summary.episodes + summary.skipped, total=total,
-                            detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
-                                   f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
+        def progress(summary, total):
+            seconds = max(summary.seconds, 1e-9)
+            live.update(done=summary.episodes + summary.skipped, total=total,
+                        detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
+                               f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
 
-        summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
+    summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
     stats = engine.stats()
     report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
                                   "cpu_threads": stats.get("cpu_threads")}
