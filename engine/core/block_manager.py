@@ -75,6 +75,22 @@ class BlockManager:
             index += 1
         return gained
 
+    def cached_prefix_tokens(self, seq: Sequence) -> int:
+        """Leading tokens of `seq` (not yet admitted) whose full blocks are in the cache; nothing is taken.
+
+        A router over several engines asks each this to send a conversation where its history is.
+        """
+        if not self.enable_prefix_caching:
+            return 0
+        parent, index = None, 0
+        while (index + 1) * self.block_size <= len(seq):
+            key = seq.block_hash(index, parent)
+            block = self.hash_to_block.get(key)
+            if block is None or self.block_tokens[block] != seq.block_tokens(index):
+                break
+            parent, index = key, index + 1
+        return index * self.block_size
+
     def blocks_needed(self, seq: Sequence, num_tokens: int) -> int:
         """Blocks to add so that `seq` can hold `num_tokens` tokens of KV."""
         return max(0, self.blocks_for(num_tokens) - len(seq.block_table))

@@ -244,6 +244,20 @@ class Engine:
         request.finish(reason, request.error)
         return True
 
+    def prepare_structure(self, sampling: SamplingParams) -> None:
+        """Compile `sampling`'s grammar now, outside the step lock (a server does this before `submit`).
+
+        Raises:
+            DossierError: the schema, regex or grammar is invalid (the message quotes it).
+        """
+        if sampling.structure is None:
+            return
+        grammars = self._grammars
+        if grammars is None:
+            with self._lock:
+                grammars = self._grammar_cache()
+        grammars.matcher(*sampling.structure)  # compiled once and cached; the matcher is discarded
+
     def _grammar_cache(self) -> GrammarCache:
         if self._grammars is None:
             if self.processor is None:

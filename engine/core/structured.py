@@ -5,15 +5,41 @@ Grammars are compiled once per (kind, text) and cached; each request gets its ow
 would break the grammar; after sampling, the token is fed to the matcher. When the
 grammar is complete only the model's end-of-turn tokens stay allowed, so a tool call
 always ends as a well-formed turn.
+
+JSON schemas compile to compact JSON (no free whitespace). xgrammar 0.2's rule for
+length-bounded strings admits raw control characters (U+0000-U+001F except CR, LF),
+which JSON forbids and strict parsers reject; `json_schema_grammar` patches that rule
+so every output parses with `json.loads`.
 """
 
+import json
 import threading
 
 import torch
 
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["GrammarCache"]
+__all__ = ["GrammarCache", "json_schema_grammar"]
+
+_BOUNDED_STRING_CHAR = r'[^\"\\\r\n]'  # xgrammar's character class inside a string with minLength/maxLength
+_JSON_STRING_CHAR = r'[^\0-\x1f\"\\]'  # what JSON allows unescaped
+
+
+def json_schema_grammar(schema: str | dict) -> str:
+    """EBNF text (xgrammar) of compact JSON matching `schema`, its strings free of raw control characters.
+
+    Raises:
+        DossierError: the schema is not one xgrammar can compile (the message quotes it).
+    """
+    import xgrammar
+
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    try:
+        grammar = xgrammar.Grammar.from_json_schema(text, any_whitespace=False)
+    except Exception as err:  # xgrammar raises RuntimeError/ValueError with the reason
+        shown = text if len(text) < 200 else text[:200] + "..."
+        raise DossierError(f"invalid json_schema for structured output ({err}): {shown}") from None
+    return str(grammar).replace(_BOUNDED_STRING_CHAR, _JSON_STRING_CHAR)
 
 
 class GrammarCache:
@@ -40,7 +66,7 @@ class GrammarCache:
             if compiled is None:
                 try:
                     if kind == "json_schema":
-                        compiled = self._compiler.compile_json_schema(text, any_whitespace=False)
+                        compiled = self._compiler.compile_grammar(json_schema_grammar(text))
                     elif kind == "regex":
                         compiled = self._compiler.compile_regex(text)
                     else:

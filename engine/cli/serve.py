@@ -1,0 +1,99 @@
+"""`dossier serve`: the engine behind an OpenAI-compatible HTTP API (engine/serve/)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from engine.cli.chat import ModelOpt
+
+__all__ = ["register"]
+
+
+def serve(
+    model: ModelOpt = "default",
+    host: Annotated[str, typer.Option(help="Interface to listen on; anything but loopback needs --api-key.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port).")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="DOSSIER_API_KEY", help="Every request must send 'Authorization: Bearer KEY' "
+                     "(env DOSSIER_API_KEY)."),
+    ] = None,
+    served_model_name: Annotated[
+        list[str] | None,
+        typer.Option(help="Name(s) clients put in 'model' (repeatable; default: the --model value and the model's "
+                     "own name)."),
+    ] = None,
+    kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB (the longest conversation it holds is "
+                                                     "printed at start).")] = 2.0,
+    max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
+    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
+    attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
+    threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
+    max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
+    max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
+    seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
+) -> None:
+    """Serve a model over the OpenAI API (chat, completions, tools, JSON schema, streaming, images).
+
+    One engine steps in its own thread and batches the requests of every connection; a
+    conversation re-sent whole each turn is served from the prefix cache, and the extra body
+    field `session_id` pins its KV cache between turns. Listens on 127.0.0.1 unless given
+    --host and --api-key. Stop with Ctrl-C.
+
+    Example:
+        $ dossier serve --port 8000
+        dossier serve: SmolLM2-135M-Instruct at http://127.0.0.1:8000/v1 (model names: default, SmolLM2-135M-Instruct)
+        context 8192 tokens · KV pool 43690 tokens · attention numba · device cpu · Ctrl-C stops
+        $ curl -s localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
+            -d '{"model": "default", "messages": [{"role": "user", "content": "Capital of France?"}],
+                 "max_tokens": 12, "temperature": 0}'
+        {"id":"chatcmpl-...","object":"chat.completion",...,"choices":[{"index":0,"message":{"role":"assistant",
+         "content":"The capital of France is Paris."},"finish_reason":"stop","logprobs":null}],
+         "usage":{"prompt_tokens":36,"completion_tokens":8,"total_tokens":44,"prompt_tokens_details":{"cached_tokens":0}}}
+    """
+    from engine.core.config import EngineConfig
+    from engine.serve.config import ServeConfig
+    from tools.errors import DossierError
+
+    # check the server settings before the model loads (seconds): a bad --host fails at once
+    ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
+                max_pinned_sessions=max_pinned_sessions)
+    import torch
+
+    from engine.core.llm_engine import Engine
+    from engine.serve.app import build_app
+    from engine.serve.backend import LocalBackend
+    from engine.serve.server import serve_forever
+
+    if threads:
+        torch.set_num_threads(threads)
+    engine = Engine.from_pretrained(model, EngineConfig(
+        kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device, dtype=dtype,
+        attention_backend=attention, seed=seed))
+    if engine.processor is None:
+        raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
+                           "folder or GGUF file with a tokenizer and chat template")
+    names = tuple(served_model_name or dict.fromkeys([model, engine.adapter.name]))
+    config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
+                         max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions)
+    backend = LocalBackend(engine, max_pinned_sessions)
+    backend.start()
+    stats = engine.stats()
+
+    def ready(url: str) -> None:
+        typer.echo(f"dossier serve: {engine.adapter.name} at {url}/v1 (model names: {', '.join(names)})", err=True)
+        typer.echo(f"context {engine.adapter.shape.max_positions} tokens · KV pool "
+                   f"{stats['kv_blocks_total'] * stats['block_size']} tokens · attention {stats['attention_backend']} · "
+                   f"device {engine.runner.device} · Ctrl-C stops", err=True)
+
+    try:
+        serve_forever(build_app(backend, config), config, on_ready=ready)
+    finally:
+        backend.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)

@@ -1,0 +1,137 @@
+"""The OpenAI-compatible HTTP app: routes, request validation and errors in OpenAI's shape.
+
+Routes (vLLM's): `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
+`GET /health`; ours: `GET /stats` (engine counters: KV blocks, cache hits, phases) and
+`DELETE /v1/sessions/{session_id}` (close a pinned conversation). Every error is JSON
+`{"error": {"message", "type", "param", "code"}}` with a 4xx for anything the client can
+fix; a traceback never reaches the client.
+"""
+
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from engine.serve.backend import ServingBackend
+from engine.serve.config import ServeConfig
+from engine.serve.prompt import ReplyMemory
+from engine.serve.protocol import ApiError, ChatCompletionRequest, CompletionRequest, unsupported_fields
+from tools.errors import DossierError, missing_dependency
+
+__all__ = ["ServerState", "build_app"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServerState:
+    config: ServeConfig
+    backend: ServingBackend
+    memory: ReplyMemory  # exact tokens of the replies this server generated
+    context: int  # longest prompt + reply accepted, tokens
+    started: float  # time.time() at start
+
+
+def build_app(backend: ServingBackend, config: ServeConfig):
+    """The ASGI app serving `backend` (wrapped in the API-key / Host / body-size guard)."""
+    try:
+        from fastapi import FastAPI, Request
+        from fastapi.exceptions import RequestValidationError
+        from fastapi.responses import JSONResponse
+        from pydantic import ValidationError
+        from starlette.exceptions import HTTPException  # routing's 404/405 (FastAPI's own is a subclass)
+    except ImportError:
+        raise missing_dependency("fastapi/uvicorn (for dossier serve)", "pip install 'dossier[serve]'") from None
+    from engine.serve.chat import chat_completion
+    from engine.serve.completions import completion
+    from engine.serve.guard import Guard
+
+    state = ServerState(config, backend, ReplyMemory(config.reply_memory), backend.max_context, time.time())
+    app = FastAPI(title="dossier serve", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.serve = state
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_request, err: ApiError):
+        return JSONResponse(err.body(), status_code=err.status)
+
+    @app.exception_handler(DossierError)
+    async def _dossier_error(_request, err: DossierError):  # the engine's checks: the client's input to fix
+        return JSONResponse(ApiError(400, str(err)).body(), status_code=400)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_request, err: HTTPException):
+        return JSONResponse(ApiError(err.status_code, str(err.detail)).body(), status_code=err.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_request, err: RequestValidationError):
+        return JSONResponse(_invalid(err.errors()).body(), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request, err: Exception):
+        log.exception("request failed")
+        return JSONResponse(ApiError(500, f"internal error: {type(err).__name__}: {err}").body(), status_code=500)
+
+    async def parse(request: Request, model):
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the request body is not valid JSON ({err})") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        try:
+            parsed = model.model_validate(body)
+        except ValidationError as err:
+            raise _invalid(err.errors()) from None
+        if parsed.model not in config.served_model_names:
+            raise ApiError(404, f"the model {parsed.model!r} does not exist; this server serves "
+                                f"{', '.join(repr(n) for n in config.served_model_names)}", "model", "not_found_error")
+        problem = unsupported_fields(parsed)
+        if problem is not None:
+            raise problem
+        return parsed
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "created": int(state.started), "owned_by": "dossier",
+             "max_model_len": state.context} for name in config.served_model_names]}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        return await chat_completion(await parse(request, ChatCompletionRequest), request, state)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await completion(await parse(request, CompletionRequest), request, state)
+
+    @app.get("/stats")
+    async def stats():
+        from starlette.concurrency import run_in_threadpool
+
+        out = await run_in_threadpool(backend.stats)
+        out["server"]["reply_memory_hits"] = state.memory.hits
+        return out
+
+    @app.delete("/v1/sessions/{session_id}")
+    async def close_session(session_id: str):
+        from starlette.concurrency import run_in_threadpool
+
+        if not await run_in_threadpool(backend.close_pinned, session_id):
+            raise ApiError(404, f"no pinned session {session_id[:100]!r}", "session_id")
+        return {"id": session_id, "object": "session", "deleted": True}
+
+    return Guard(app, config.api_key, config.max_request_bytes)
+
+
+def _invalid(errors: list[dict]) -> ApiError:
+    """A 400 naming the first invalid field and what was wrong with it."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return ApiError(400, f"{param or 'request'}: {first.get('msg', 'invalid')}{more}", param)

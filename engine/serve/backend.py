@@ -1,0 +1,316 @@
+"""The server's access to an engine: submit a prompt, stream its tokens, cancel it, ask what is cached.
+
+`ServingBackend` is the whole interface the HTTP layer uses, so a router can stand in
+front of several engines (one per GPU) and pick one by `cached_prefix_tokens`.
+`LocalBackend` drives one in-process `Engine`: a worker thread steps it whenever a request
+is pending, and after every step hands each live request's new tokens to the event loop
+that waits for them. Requests from every connection are batched by the engine's scheduler.
+
+Without a `session_id` each request gets a fresh session, closed when it finishes; its full
+blocks stay in the prefix cache, so the next turn of the same conversation (re-sent whole)
+is served from there. With a `session_id` the session stays open between requests (pinned,
+as the in-process runner keeps an episode's session): a request whose tokens extend the
+session's appends only the new ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine.core.llm_engine import Engine
+from engine.core.request import FinishReason, Request
+from engine.core.sampling_params import SamplingParams
+from engine.core.sequence import Sequence
+from engine.serve.prompt import Prompt
+from engine.serve.protocol import ApiError
+
+__all__ = ["Finished", "Generation", "LocalBackend", "ServingBackend"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Finished:
+    """How a generation ended."""
+
+    reason: FinishReason
+    text: str  # decoded output (a stop string and what follows it removed)
+    output_token_ids: list[int]
+    prompt_tokens: int  # tokens the request conditioned on
+    cached_tokens: int  # of those, served from the KV cache
+    error: str | None = None
+    first_token_s: float | None = None  # seconds from submission to the first token
+
+
+@dataclass(eq=False)
+class Generation:
+    """One submitted request as the server sees it; iterate `events()` on the event loop that submitted it."""
+
+    gen_id: int
+    prompt_tokens: int
+    stream: bool  # push token deltas (False: only the finish)
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    request: Request | None = None
+    session: object = None
+    pin: str | None = None
+    sent: int = 0  # output tokens already pushed
+    finished: Finished | None = None
+
+    async def events(self):
+        """Yields lists of new token ids, then one `Finished`."""
+        while True:
+            item = await self.queue.get()
+            yield item
+            if isinstance(item, Finished):
+                return
+
+
+class ServingBackend(Protocol):
+    """What the HTTP layer needs from an engine (or from a router over several)."""
+
+    processor: object  # the model's ChatProcessor (rendering and decoding)
+    max_context: int  # longest sequence (prompt + reply) it takes: the model's context or its KV pool, the smaller
+
+    def submit(self, prompt: Prompt, sampling: SamplingParams, loop: asyncio.AbstractEventLoop, *,
+               pin: str | None = None, stream: bool = True) -> Generation:
+        """Queue a request (blocking call; run it off the event loop). Raises ApiError/DossierError."""
+
+    def cancel(self, generation: Generation) -> None:
+        """Stop a generation and free its KV blocks (non-blocking; safe from the event loop)."""
+
+    def cached_prefix_tokens(self, prompt: Prompt) -> int:
+        """Leading tokens of `prompt` whose KV is in this engine's cache now."""
+
+    def close_pinned(self, pin: str) -> bool:
+        """Close a pinned session; False when there is none."""
+
+    def stats(self) -> dict:
+        """Engine and server counters."""
+
+
+class LocalBackend:
+    """One in-process engine stepped by a worker thread.
+
+    Args:
+        engine: the engine (its processor renders and decodes).
+        max_pinned_sessions: pinned conversations kept at once (least recently used closed beyond).
+        on_finish: called in the worker thread with (generation, finished) before the client sees it.
+    """
+
+    def __init__(self, engine: Engine, max_pinned_sessions: int = 256, on_finish=None) -> None:
+        self.engine = engine
+        self.processor = engine.processor
+        kv_capacity = engine.block_manager.num_blocks * engine.config.block_size
+        self.max_context = min(engine.adapter.shape.max_positions, kv_capacity)
+        self.max_pinned_sessions = max_pinned_sessions
+        self.on_finish = on_finish
+        self._ids = itertools.count()
+        self._mu = threading.Lock()  # guards the tables below (never held while waiting for the engine)
+        self._wake = threading.Condition(self._mu)
+        self._live: dict[int, Generation] = {}
+        self._cancels: list[Generation] = []
+        self._pins: OrderedDict[str, object] = OrderedDict()  # pin -> open Session, least recently used first
+        self._busy_pins: set[str] = set()
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self.counters = {"requests": 0, "cancelled": 0, "errors": 0, "pinned_appends": 0, "pinned_reopened": 0}
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name="dossier-engine", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._mu:
+            self._running = False
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        for session in list(self._pins.values()):
+            session.close()
+        self._pins.clear()
+
+    # --- requests -------------------------------------------------------------------
+
+    def submit(self, prompt: Prompt, sampling: SamplingParams, loop: asyncio.AbstractEventLoop, *,
+               pin: str | None = None, stream: bool = True) -> Generation:
+        generation = Generation(next(self._ids), prompt.num_tokens, stream, loop)
+        generation.pin = pin
+        if sampling.structure is not None:
+            self.engine.prepare_structure(sampling)  # compile outside the step lock
+        with self._mu:
+            if pin is not None and pin in self._busy_pins:
+                raise ApiError(409, f"session_id {pin!r} already has a request in flight; wait for it, or use "
+                                    "another session_id", "session_id")
+            if pin is not None:
+                self._busy_pins.add(pin)
+        try:
+            session = self._session_for(prompt, pin)
+            generation.session = session
+            generation.request = self.engine.submit(session, sampling)
+        except BaseException:
+            with self._mu:
+                self._busy_pins.discard(pin)
+            if pin is None and generation.session is not None:
+                generation.session.close()
+            elif pin is not None:
+                self.close_pinned(pin)
+            raise
+        with self._mu:
+            self.counters["requests"] += 1
+            self._live[generation.gen_id] = generation
+            self._wake.notify_all()
+        return generation
+
+    def _session_for(self, prompt: Prompt, pin: str | None):
+        """The session to generate in: the pinned one extended by the new tokens, or a new one."""
+        if pin is not None:
+            with self._mu:
+                session = self._pins.get(pin)
+                if session is not None:
+                    self._pins.move_to_end(pin)
+            if session is not None:
+                held = session.num_tokens
+                suffix = prompt.suffix_from(held) if held < prompt.num_tokens else None
+                if suffix is not None and self._extends(session, prompt, held):
+                    for segment in suffix:
+                        session.append_segment(segment)
+                    self.counters["pinned_appends"] += 1
+                    return session
+                self.counters["pinned_reopened"] += 1  # the history changed: start over (the prefix cache helps)
+                session.close()
+        session = self.engine.open_session()
+        try:
+            for segment in prompt.segments:
+                session.append_segment(segment)
+        except BaseException:
+            session.close()
+            raise
+        if pin is not None:
+            with self._mu:
+                self._pins[pin] = session
+                self._pins.move_to_end(pin)
+                evict = [p for p in self._pins if p not in self._busy_pins][: max(0, len(self._pins) - self.max_pinned_sessions)]
+                closing = [self._pins.pop(p) for p in evict]
+            for old in closing:
+                old.close()
+        return session
+
+    @staticmethod
+    def _extends(session, prompt: Prompt, held: int) -> bool:
+        seq = session.seq
+        if prompt.token_ids[:held] != seq.token_ids:
+            return False
+        mine = [(start, item.content_hash) for start, item in seq.mm_items]
+        return mine == [(s, h) for s, h in prompt.image_hashes() if s < held]
+
+    def cancel(self, generation: Generation) -> None:
+        with self._mu:
+            if generation.finished is None:
+                self._cancels.append(generation)
+                self._wake.notify_all()
+
+    def close_pinned(self, pin: str) -> bool:
+        with self._mu:
+            session = self._pins.pop(pin, None)
+            self._busy_pins.discard(pin)
+        if session is None:
+            return False
+        session.close()
+        return True
+
+    def cached_prefix_tokens(self, prompt: Prompt) -> int:
+        seq = Sequence(-1, self.engine.config.block_size)
+        for segment in prompt.segments:
+            seq.append(segment.token_ids, [0] * len(segment.token_ids), 0, segment.mm_items)
+        with self.engine._lock:
+            return self.engine.block_manager.cached_prefix_tokens(seq)
+
+    def stats(self) -> dict:
+        with self._mu:
+            server = {**self.counters, "live_requests": len(self._live), "pinned_sessions": len(self._pins)}
+        return {**self.engine.stats(), "server": server}
+
+    # --- the worker thread ----------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._mu:
+                while self._running and not self._cancels and not self._live:
+                    self._wake.wait(timeout=1.0)
+                if not self._running:
+                    return
+                cancels, self._cancels = self._cancels, []
+            for generation in cancels:
+                self._cancel_now(generation)
+            try:
+                if self.engine.has_pending():
+                    self.engine.step()
+            except Exception as err:  # a bug must not kill the server: fail what was running, keep serving
+                log.exception("engine step failed")
+                self._fail_all(f"engine step failed: {type(err).__name__}: {err}")
+            self._publish()
+
+    def _publish(self) -> None:
+        with self._mu:
+            live = list(self._live.values())
+        for generation in live:
+            request = generation.request
+            if generation.stream and len(request.output_token_ids) > generation.sent:
+                new = request.output_token_ids[generation.sent:]
+                generation.sent += len(new)
+                generation.loop.call_soon_threadsafe(generation.queue.put_nowait, list(new))
+            if request.finished:
+                self._finish(generation)
+
+    def _finish(self, generation: Generation) -> None:
+        request = generation.request
+        first = None if request.first_token_at is None else request.first_token_at - request.submitted_at
+        finished = Finished(request.finish_reason, request.text, list(request.output_token_ids),
+                            generation.prompt_tokens, request.counters.tokens_cached, request.error, first)
+        generation.finished = finished
+        with self._mu:
+            self._live.pop(generation.gen_id, None)
+            if generation.pin is not None:
+                self._busy_pins.discard(generation.pin)
+            if finished.reason is FinishReason.error:
+                self.counters["errors"] += 1
+        if generation.pin is None or finished.reason in (FinishReason.error, FinishReason.cancelled):
+            if generation.pin is not None:
+                self.close_pinned(generation.pin)
+            else:
+                generation.session.close()
+        if self.on_finish is not None:
+            try:
+                self.on_finish(generation, finished)
+            except Exception:
+                log.exception("on_finish hook failed")
+        generation.loop.call_soon_threadsafe(generation.queue.put_nowait, finished)
+
+    def _cancel_now(self, generation: Generation) -> None:
+        if generation.finished is not None:
+            return
+        with self._mu:
+            self.counters["cancelled"] += 1
+        if generation.pin is not None:
+            self.close_pinned(generation.pin)  # closing cancels the running turn and frees its blocks
+        else:
+            generation.session.close()
+        self._finish(generation)
+
+    def _fail_all(self, message: str) -> None:
+        with self._mu:
+            live = list(self._live.values())
+        for generation in live:
+            if not generation.request.finished:
+                generation.session.close()  # takes the request out of the scheduler (as cancelled) ...
+                generation.request.finish(FinishReason.error, message)  # ... and the client is told why

@@ -1,0 +1,65 @@
+"""Settings of `dossier serve`: where it listens, who may call it, and the limits on what a request may carry.
+
+The engine's own settings (KV cache size, token budget, device) stay in `EngineConfig`;
+this holds what only the HTTP server adds.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from tools.errors import DossierError
+
+__all__ = ["ServeConfig", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and 'localhost' (an address only this machine can reach)."""
+    name = host.strip("[]")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    # Interface to bind; anything but loopback needs `api_key`.
+    host: str = "127.0.0.1"
+    # TCP port (0: any free port; the bound one is printed).
+    port: int = 8000
+    # Secret every request must carry as `Authorization: Bearer KEY` (required off loopback).
+    api_key: str | None = None
+    # Names a request's "model" field may use (the first is the one /v1/models lists).
+    served_model_names: tuple[str, ...] = ("default",)
+    # Largest request body accepted, bytes (413 beyond it); base64 images count here.
+    max_request_bytes: int = 32 * 2**20
+    # Largest decoded image, bytes, and largest image area before resizing, pixels.
+    max_image_bytes: int = 16 * 2**20
+    max_image_pixels: int = 40_000_000
+    # Most images one request may carry.
+    max_images_per_request: int = 64
+    # Conversations pinned with a `session_id` kept at once; the least recently used is closed beyond it.
+    max_pinned_sessions: int = 256
+    # Assistant replies remembered as the exact tokens generated, so a re-sent history hits the cache.
+    reply_memory: int = 8192
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise DossierError(f"port {self.port} is out of range (0..65535; 0 picks a free port)")
+        if self.api_key is not None and not re.fullmatch(r"[\x21-\x7e]{8,256}", self.api_key):
+            raise DossierError("the API key must be 8-256 printable ASCII characters without spaces, "
+                               "e.g. from `openssl rand -hex 16`")
+        if self.api_key is None and not is_loopback(self.host):
+            raise DossierError(f"--host {self.host} lets other machines reach the server: pass --api-key KEY too "
+                               "(every request must then send 'Authorization: Bearer KEY'), or keep 127.0.0.1")
+        if not self.served_model_names or not all(n.strip() for n in self.served_model_names):
+            raise DossierError("give at least one non-empty served model name")
+        for name in ("max_request_bytes", "max_image_bytes", "max_image_pixels", "max_images_per_request",
+                     "max_pinned_sessions", "reply_memory"):
+            if getattr(self, name) < 1:
+                raise DossierError(f"{name} must be at least 1 (got {getattr(self, name)})")
