@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from benchmarks.engine_sessions import SYSTEM_PROMPT, WORDS, EngineLoop, compare
+from benchmarks.engine_compare import compare
+from benchmarks.engine_sessions import SYSTEM_PROMPT, WORDS, EngineLoop
 from engine.core.config import EngineConfig
 from engine.core.llm_engine import Engine
 from engine.core.sampling_params import SamplingParams
@@ -113,6 +114,8 @@ def build_plan(engine: Engine, workload: ImageWorkload) -> list[list[list[tuple]
 
 class NaiveLoop:
     """The peer: each turn, HF `generate` on a session's whole history with all of its images."""
+
+    label = "hf naive (generate, batch 1, every image of the history re-sent and re-encoded)"
 
     def __init__(self, hf_model, engine: Engine, workload: ImageWorkload, plan, sessions: int) -> None:
         self.hf_model, self.workload, self.plan = hf_model, workload, plan[:sessions]
@@ -205,6 +208,21 @@ def _warm_up(engine: Engine, workload: ImageWorkload) -> None:
         session.close()
 
 
+def _warm_up_hf(hf_model, engine: Engine, workload: ImageWorkload) -> None:
+    """The peer's one-time costs too: a `generate` with an image of the workload's size."""
+    rng = random.Random(-2)
+    vision = engine.adapter.vision
+    segment = vision.image_segment(synthetic_page(rng, workload.page_width, workload.page_height, "warm-up"))
+    ids = torch.tensor([[11] * 32 + segment.token_ids], device=next(hf_model.parameters()).device)
+    types = torch.zeros_like(ids, dtype=torch.int32)
+    types[0, 33 : 33 + segment.mm_items[0].length] = 1
+    pixel_values, grid = vision.pixel_values([segment.mm_items[0].data])
+    with torch.inference_mode():
+        hf_model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), mm_token_type_ids=types,
+                          pixel_values=pixel_values.to(ids.device, next(hf_model.parameters()).dtype),
+                          image_grid_thw=grid.to(ids.device), do_sample=False, max_new_tokens=4, pad_token_id=0)
+
+
 def run_image_benchmark(model: str, workload: ImageWorkload | None = None, config: EngineConfig | None = None,
                         naive_sessions: int | None = None, progress=None) -> dict:
     """Run Dossier and the naive loop on the same image-heavy workload; return the figures as a dict.
@@ -233,12 +251,13 @@ def run_image_benchmark(model: str, workload: ImageWorkload | None = None, confi
     hf_model = hf_reference_model(model, engine)
     say("warming up")
     _warm_up(engine, workload)
+    _warm_up_hf(hf_model, engine, workload)
     say(f"{workload.sessions} sessions x {workload.turns} turns, {workload.min_images}-{workload.max_images} pages per "
         f"turn; naive peer on {measured} sessions, turns interleaved")
     vision_before = engine.stats()["vision"]
     ours_loop = EngineLoop(engine, workload, plan)
     naive_loop = NaiveLoop(hf_model, engine, workload, plan, measured)
-    result = compare(engine, model, workload, ours_loop, naive_loop, measured, say)
+    result = compare(engine, model, workload, ours_loop, {"naive": naive_loop}, measured, say)
     sessions = ours_loop.sessions
     image_tokens = sum(item.length for s in sessions for _, item in s.seq.mm_items)
     pages_shown = sum(len(s.seq.mm_items) for s in sessions)

@@ -1,18 +1,20 @@
-"""The engine benchmark: an agent-like workload run by Dossier's engine and by a naive loop.
+"""The engine benchmark: an agent-like workload run by Dossier's engine, its Hugging Face peers and its ablations.
 
 Workload (seeded): S sessions x T turns. Turn 1 appends a system prompt with a tool
 schema (identical in every session) and a question; each later turn appends ~N tokens
 of tool output (page text). Every turn generates a fixed number of tokens (greedy, stop
-tokens masked until then) so both sides do the same work.
+tokens masked until then) so every system does the same work.
 
 - Dossier: all sessions in one engine; each turn appends to every session, submits
   all, and steps until all finish (what the rollout runner does with instant tools).
-- Naive (the peer): for each session, each turn calls Hugging Face `generate` on the
-  whole history, as a stateless HTTP client of a serving engine would. It runs sessions
-  one after another, so its time is linear in sessions: it may run a subset and scale.
+- Peers (`benchmarks/engine_peers.py`): HF `generate` (a) at batch 1 on the whole history,
+  (b) at batch 1 keeping each session's KV cache, (c) batched with left padding; run on a
+  subset of sessions, their time scaled to all.
+- Ablations: Dossier with one sequence per step (interleaved, on the subset), and with
+  prefix caching off (all sessions, after the main pass: two full KV pools would not fit).
 
-The two sides alternate turn by turn in one process, so a change of load on a shared
-machine affects both alike; each side's time is the sum of its own turns.
+All systems alternate turn by turn in one process (`benchmarks/engine_compare.py`), so a
+change of load on a shared machine affects them alike; each one's time is the sum of its turns.
 - vLLM (optional, GPU): the same histories through `vllm.LLM` with prefix caching.
 
 Shared by `dossier bench engine` and `benchmarks/bench_engine.py`.
@@ -20,12 +22,11 @@ Shared by `dossier bench engine` and `benchmarks/bench_engine.py`.
 
 import random
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 
 from engine.core.config import EngineConfig
-from engine.core.counters import Counters
 from engine.core.llm_engine import Engine
 from engine.core.sampling_params import SamplingParams
 
@@ -99,6 +100,8 @@ def _sampling(workload: Workload) -> SamplingParams:
 class EngineLoop:
     """Dossier's side: every session in one engine; a turn appends to all, submits all, steps until done."""
 
+    label = "dossier"
+
     def __init__(self, engine: Engine, workload: Workload, plan) -> None:
         self.engine, self.workload, self.plan = engine, workload, plan
         self.sessions = [engine.open_session() for _ in range(workload.sessions)]
@@ -129,47 +132,6 @@ class EngineLoop:
             session.close()
 
 
-class NaiveLoop:
-    """The peer: each turn, HF `generate` on each session's whole history, one session after another."""
-
-    def __init__(self, hf_model, engine: Engine, workload: Workload, plan, sessions: int) -> None:
-        self.hf_model, self.workload, self.plan = hf_model, workload, plan[:sessions]
-        self.processor = engine.processor
-        self.stops = sorted(engine.stop_token_ids) or None
-        self.device = next(hf_model.parameters()).device
-        self.histories: list[list[int]] = [[] for _ in self.plan]
-        self.turn_starts: list[int | None] = [None for _ in self.plan]
-        self.outputs: list[list[list[int]]] = [[] for _ in self.plan]
-        self.tokens_prefilled = 0  # history tokens re-sent and recomputed
-
-    def run_turn(self, turn: int) -> float:
-        started = time.perf_counter()
-        for i, steps in enumerate(self.plan):
-            history = self.histories[i]
-            for op in steps[turn]:
-                if op[0] in ("message", "prompt") and self.turn_starts[i] is not None:
-                    history += self.processor.close_turn(history[self.turn_starts[i] :]).token_ids
-                    self.turn_starts[i] = None
-                if op[0] == "message":
-                    history += self.processor.render_message(op[1], op[2], first=not history).token_ids
-                elif op[0] == "prompt":
-                    history += self.processor.generation_prompt().token_ids
-                    self.turn_starts[i] = len(history)
-                else:
-                    history += op[1]
-            ids = torch.tensor([history], device=self.device)
-            self.tokens_prefilled += len(history)
-            with torch.inference_mode():
-                out = self.hf_model.generate(
-                    ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=self.workload.new_tokens,
-                    min_new_tokens=self.workload.new_tokens, eos_token_id=self.stops, pad_token_id=0,
-                )
-            generated = out[0, len(history) :].tolist()
-            self.outputs[i].append(generated)
-            history += generated
-        return time.perf_counter() - started
-
-
 def hf_reference_model(model: str, engine: Engine):
     """The peer: the same weights as a transformers model (the family's reference class)."""
     from models.loading import all_shapes, resolve_model_dir
@@ -193,6 +155,9 @@ def hf_reference_model(model: str, engine: Engine):
     return AutoModelForCausalLM.from_pretrained(resolve_model_dir(model), dtype=dtype).to(device).eval()
 
 
+PEERS = ("naive", "kv_cache", "padded")
+
+
 def run_benchmark(
     model: str = "default",
     workload: Workload | None = None,
@@ -200,95 +165,94 @@ def run_benchmark(
     naive_sessions: int | None = None,
     with_vllm: bool = False,
     progress=None,
+    peers: tuple[str, ...] = PEERS,
+    ablations: bool = True,
+    padded_batch: int = 4,
 ) -> dict:
-    """Run Dossier and the naive loop on the same workload; return the figures as a dict.
+    """Run Dossier, its Hugging Face peers and its own ablations on the same workload; return the figures.
 
     Args:
         model: "default", a local model, or a shape name (random weights).
         workload: sessions, turns, tokens per tool output and per reply.
         config: engine configuration (defaults to EngineConfig()).
-        naive_sessions: run the naive loop on only this many sessions and scale its time
-            (its cost is linear in sessions); None runs all of them.
+        naive_sessions: sessions the peers and the one-sequence ablation run (their time is linear in
+            sessions and is scaled to all); None runs all of them.
         with_vllm: also run vLLM with prefix caching on the same histories (GPU, vllm installed).
         progress: optional callable(str) told what runs now.
+        peers: which HF peers to run: "naive" (a), "kv_cache" (b), "padded" (c).
+        ablations: also run Dossier with prefix caching off (after the main pass, all sessions) and one
+            sequence at a time (interleaved, on the measured sessions).
+        padded_batch: sessions per `generate` call of the padded peer.
     """
+    from benchmarks.engine_compare import compare, minus, row, timed_turns
+    from benchmarks.engine_peers import KvCacheLoop, NaiveLoop, PaddedLoop
+
+    unknown = set(peers) - set(PEERS)
+    if unknown:
+        from tools.errors import DossierError
+
+        raise DossierError(f"unknown peer(s) {', '.join(sorted(unknown))}; choose from {', '.join(PEERS)}")
     workload = workload or Workload()
+    config = config or EngineConfig()
     say = progress or (lambda _msg: None)
     say(f"loading {model}")
-    engine = Engine.from_pretrained(model, config or EngineConfig())
+    engine = Engine.from_pretrained(model, config)
     plan = build_plan(engine, workload)
     measured = min(naive_sessions or workload.sessions, workload.sessions)
     if progress is None:  # machine-readable runs show no progress bars
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-    hf_model = hf_reference_model(model, engine)
+    hf_model = hf_reference_model(model, engine) if peers else None
     say("warming up")
     _warm_up(engine)
-    _warm_up_hf(hf_model)
-    say(f"{workload.sessions} sessions x {workload.turns} turns; naive peer on {measured} sessions, turns interleaved")
+    if hf_model is not None:
+        _warm_up_hf(hf_model)
+    subset = replace(workload, sessions=measured)
+    loops: dict = {}
+    for key in peers:
+        if key == "naive":
+            loops[key] = NaiveLoop(hf_model, engine, workload, plan, measured)
+        elif key == "kv_cache":
+            loops[key] = KvCacheLoop(hf_model, engine, workload, plan, measured)
+        else:
+            loops[key] = PaddedLoop(hf_model, engine, workload, plan, measured, padded_batch)
+    if ablations:  # the same weights, its own small KV pool, one sequence per forward step
+        one = Engine(engine.adapter, replace(config, max_num_seqs=1, kv_cache_gib=config.kv_cache_gib * measured
+                                             / workload.sessions + 0.05))
+        _warm_up(one)
+        loops["one_seq"] = EngineLoop(one, subset, plan[:measured])
+        loops["one_seq"].label = "dossier, one sequence per forward step (no batching across sessions)"
+    say(f"{workload.sessions} sessions x {workload.turns} turns; peers on {measured} sessions, turns interleaved")
     ours_loop = EngineLoop(engine, workload, plan)
-    naive_loop = NaiveLoop(hf_model, engine, workload, plan, measured)
-    result = compare(engine, model, workload, ours_loop, naive_loop, measured, say)
+    result = compare(engine, model, workload, ours_loop, loops, measured, say)
     ours_loop.close()
+    if "one_seq" in loops:
+        loops["one_seq"].close()
+        del loops["one_seq"], one
     if with_vllm:
         say("vLLM with prefix caching")
         result.update(run_vllm(model, engine, workload, plan, result["dossier_s"]))
+    if ablations:
+        say("dossier with prefix caching off (all sessions, after the main pass)")
+        adapter, reference = engine.adapter, ours_loop.outputs
+        del engine, ours_loop  # free the main KV pool before the ablation allocates its own
+        import gc
+
+        gc.collect()
+        off = Engine(adapter, replace(config, enable_prefix_caching=False))
+        _warm_up(off)
+        loop = EngineLoop(off, workload, plan)
+        before = replace(off.counters)
+        seconds = timed_turns(loop, workload.turns)
+        prefilled = minus(off.counters, before).tokens_prefilled
+        result["rows"].append(row("no_prefix_cache", "dossier, prefix caching off (run after the main pass)", seconds,
+                                  workload.sessions, workload.sessions, prefilled, loop.outputs, reference))
+        loop.close()
+        from benchmarks.engine_compare import add_ratios
+
+        add_ratios(result)
     return result
-
-
-def compare(engine: Engine, model: str, workload, ours_loop: EngineLoop, naive_loop, measured: int, say) -> dict:
-    """Run both sides turn by turn, interleaved, and return the figures both benchmarks report.
-
-    Turns alternate between the two sides, so a load change on a shared machine hits both alike.
-    The engine's counters and phase times exclude the warm-up; the sessions stay open.
-    """
-    if engine.runner.device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    before = engine.stats()["phases"]
-    counters_before = replace(engine.counters)
-    ours_s = naive_measured_s = 0.0
-    for turn in range(workload.turns):
-        ours_s += ours_loop.run_turn(turn)
-        naive_measured_s += naive_loop.run_turn(turn)
-        say(f"  turn {turn + 1}/{workload.turns}: dossier {ours_s:.1f} s, naive {naive_measured_s:.1f} s so far")
-    ours, naive, naive_prefilled = ours_loop.outputs, naive_loop.outputs, naive_loop.tokens_prefilled
-    stats = engine.stats()
-    phases = {k: round(stats["phases"][k] - before[k], 4) for k in before}
-    counters = _minus(engine.counters, counters_before).as_dict()
-    naive_s = naive_measured_s * workload.sessions / measured
-    result = {
-        "model": model,
-        "device": str(engine.runner.device),
-        "dtype": str(engine.runner.dtype).removeprefix("torch."),
-        "torch_threads": torch.get_num_threads(),
-        "workload": asdict(workload),
-        "dossier_s": round(ours_s, 3),
-        "naive_s": round(naive_s, 3),
-        "naive_sessions_measured": measured,
-        "naive_measured_s": round(naive_measured_s, 3),
-        "speedup_vs_naive": round(naive_s / ours_s, 3),
-        "cache_reuse_fraction": round(counters["cache_reuse_fraction"], 4),
-        "prefill_tok_s": round(counters["tokens_prefilled"] / phases["prefill_time_s"], 1) if phases["prefill_time_s"] else None,
-        "decode_tok_s": round(phases["decode_tokens"] / phases["decode_time_s"], 1) if phases["decode_time_s"] else None,
-        "generated_tok_s": round(counters["tokens_generated"] / ours_s, 1),
-        "naive_generated_tok_s": round(measured * workload.turns * workload.new_tokens / naive_measured_s, 1),
-        "naive_tokens_prefilled": naive_prefilled,
-        "outputs_match": ours[:measured] == naive,
-        "sessions_matching": sum(a == b for a, b in zip(ours, naive)),
-        "counters": counters,
-        "phases": phases,
-        "kv_blocks_total": stats["kv_blocks_total"],
-        "preemptions": stats["preemptions"],
-        "attention_backend": stats["attention_backend"],
-    }
-    if engine.runner.device.type == "cuda":
-        result["peak_gpu_memory_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-    return result
-
-
-def _minus(after: Counters, before: Counters) -> Counters:
-    return Counters(**{f.name: getattr(after, f.name) - getattr(before, f.name) for f in fields(Counters)})
 
 
 def _warm_up(engine: Engine) -> None:

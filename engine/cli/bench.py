@@ -34,10 +34,22 @@ def bench_engine(
     new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn (fixed).")] = 30,
     naive_sessions: Annotated[
         int,
-        typer.Option(help="Sessions the naive peer runs (it is sequential, so its time is linear in sessions and is "
-                     "scaled to all of them); 0 = all."),
+        typer.Option("--peer-sessions", "--naive-sessions",
+                     help="Sessions the HF peers and the one-sequence ablation run (sequential, so their time is "
+                     "linear in sessions and is scaled to all of them); 0 = all."),
     ] = 4,
-    threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
+    peers: Annotated[
+        str,
+        typer.Option(help="HF peers, comma-separated: naive (generate, batch 1, no cache), kv-cache (batch 1, each "
+                     "session's cache kept), padded (batched, left-padded, no cache); 'none' for none."),
+    ] = "naive,kv-cache,padded",
+    padded_batch: Annotated[int, typer.Option(help="Sessions per generate call of the padded peer.")] = 4,
+    ablations: Annotated[
+        bool,
+        typer.Option("--ablations/--no-ablations", help="Also run Dossier with one sequence per step and with "
+                     "prefix caching off."),
+    ] = True,
+    threads: Annotated[int | None, typer.Option(help="torch and numba threads (default: their own choice).")] = None,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB.")] = 4.0,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
     attention: Annotated[str, typer.Option(help="auto, triton, flash_attn (GPU), numba or sdpa (CPU).")] = "auto",
@@ -55,17 +67,23 @@ def bench_engine(
     corpus: Annotated[str | None, typer.Option(help="With --images: render pages of this corpus instead of synthetic pages.")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Agent-like workload through Dossier's engine and through a naive HF `generate` loop.
+    """Agent-like workload through Dossier's engine, three HF `generate` peers and Dossier's ablations.
 
     S sessions x T turns; each turn appends ~N tokens of tool output and generates a fixed
-    number of tokens. The naive loop re-sends every session's whole history each turn; it
-    runs sessions one after another, so by default it runs 4 of them and its time is scaled
-    to all (`--naive-sessions 0` runs every session; outputs_match covers those it ran).
+    number of tokens. Peers: (a) naive: batch 1, the whole history each turn; (b) kv-cache:
+    batch 1, each session's cache kept between turns; (c) padded: sessions batched with left
+    padding, the whole histories each turn. They run sessions (or batches) one after another,
+    so by default they run 4 sessions and their time is scaled to all (`--peer-sessions 0`
+    runs every session). Ablations: Dossier with one sequence per forward step, and with
+    prefix caching off. Every row is printed; the headline ratio is against the fastest peer.
 
     Example:
-        $ dossier bench engine
-        dossier engine 168.0 s · naive HF generate 684.1 s (scaled from 4 sessions) · speedup 4.07x
-        cache reuse 0.999 · prefill 526.1 tok/s · decode 78.6 tok/s · outputs match: yes
+        $ dossier bench engine --sessions 16 --turns 4 --threads 2
+        system                                                 seconds  sessions  dossier speedup  match
+        dossier (paged KV kept per session, prefix cache, ...)    41.2     16/16            1.00x  16/16
+        hf naive (generate, batch 1, no cache)                   160.9      4/16            3.91x    4/4
+        ...
+        speedup vs the strongest peer (kv_cache): 1.9x · cache reuse 0.999 · prefill 560 tok/s · decode 80 tok/s
 
     With `--images` (a vision-language model), every turn shows 3-5 page images; the naive
     peer re-sends and re-encodes every image of the history each turn:
@@ -78,6 +96,12 @@ def bench_engine(
 
     if threads:
         torch.set_num_threads(threads)
+        try:
+            import numba
+
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # the CPU attention kernels
+        except ImportError:
+            pass
     config = EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
         dtype=dtype, block_size=block_size, quantization=quantization,
@@ -94,20 +118,24 @@ def bench_engine(
         result = run_image_benchmark(model, workload, config, naive_sessions=naive_sessions or None, progress=progress)
     else:
         workload = Workload(sessions=sessions, turns=turns, tool_tokens=tool_tokens, new_tokens=new_tokens, seed=seed)
+        chosen = tuple(p.strip().replace("-", "_") for p in peers.split(",") if p.strip() and p.strip() != "none")
         result = run_benchmark(
-            model, workload, config, naive_sessions=naive_sessions or None, with_vllm=vllm, progress=progress
+            model, workload, config, naive_sessions=naive_sessions or None, with_vllm=vllm, progress=progress,
+            peers=chosen, ablations=ablations, padded_batch=padded_batch,
         )
     result["load_average"] = {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)}
+    result["numba_threads"] = _numba_threads()
     if fmt is OutputFormat.json:
         emit_json(result)
         return
+    typer.echo(f"{'system':<66} {'seconds':>8} {'sessions':>9} {'dossier speedup':>16} {'match':>7}")
+    for row in result["rows"]:
+        typer.echo(f"{row['label'][:66]:<66} {row['seconds']:>8.1f} {row['sessions_measured']:>4}/{sessions:<4} "
+                   f"{row['dossier_speedup']:>15.2f}x {row['sessions_matching_dossier']:>3}/{row['sessions_measured']:<3}")
+    headline = (f"speedup vs the strongest peer ({result['strongest_peer']}): {result['speedup_vs_strongest_peer']:.2f}x · "
+                if "strongest_peer" in result else "")
     typer.echo(
-        f"dossier engine {result['dossier_s']:.1f} s · naive HF generate {result['naive_s']:.1f} s"
-        f"{' (scaled from %d sessions)' % result['naive_sessions_measured'] if result['naive_sessions_measured'] < sessions else ''}"
-        f" · speedup {result['speedup_vs_naive']:.2f}x"
-    )
-    typer.echo(
-        f"cache reuse {result['cache_reuse_fraction']:.3f} · prefill {result['prefill_tok_s']} tok/s · "
+        f"{headline}cache reuse {result['cache_reuse_fraction']:.3f} · prefill {result['prefill_tok_s']} tok/s · "
         f"decode {result['decode_tok_s']} tok/s · outputs match: {'yes' if result['outputs_match'] else 'no'}"
     )
     if images:
@@ -119,6 +147,14 @@ def bench_engine(
         )
     if "ratio_vs_vllm" in result:
         typer.echo(f"vLLM (prefix caching) {result['vllm_s']:.1f} s · dossier/vLLM speed ratio {result['ratio_vs_vllm']:.2f}x")
+
+
+def _numba_threads() -> int | None:
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.get_num_threads()
 
 
 def register(app: typer.Typer) -> None:
