@@ -10,7 +10,7 @@ corpus with k pages per query, and the last iteration forced to answer. Two ways
   user message of base64 PNG data URLs (OpenAI's API admits images only in user messages).
 - `text`: no tools; the reply is our BM25 agent's JSON turn (`engine/agents/protocol.py`),
   parsed and, if malformed, answered with the same correction our agent gets. For servers
-  without tool calling (e.g. `transformers serve` refuses `tool_choice`).
+  without tool calling (e.g. `transformers serve` ignores `tool_choice` and parses no calls for SmolLM2).
 
 Each request streams, so the client measures time to first token; usage (prompt and cached
 tokens) is read from the final chunk when the server sends it (`stream_usage=True`).

@@ -16,7 +16,7 @@ from engine.cli.options import FormatOpt, OutputFormat, QuantizationOpt, emit_js
 __all__ = ["bench_app", "register"]
 
 # Modules whose `register_bench(bench_app)` adds commands to this group.
-_EXTENSIONS = ("engine.cli.bench_search", "engine.cli.bench_quant")
+_EXTENSIONS = ("engine.cli.bench_search", "engine.cli.bench_quant", "engine.cli.bench_serve")
 
 bench_app = typer.Typer(
     name="bench",

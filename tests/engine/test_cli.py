@@ -11,7 +11,7 @@ def test_bench_engine_json_on_a_tiny_shape():
     result = CliRunner().invoke(
         app,
         ["bench", "engine", "--model", "llama-tiny", "--sessions", "3", "--turns", "3", "--tool-tokens", "40",
-         "--new-tokens", "5", "--kv-cache-gib", "0.05", "--format", "json"],
+         "--new-tokens", "5", "--kv-cache-gib", "0.05", "--peers", "naive", "--no-ablations", "--format", "json"],
     )
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)

@@ -58,9 +58,23 @@ def tiny_folder(tmp_path_factory):
     return folder, model, tokenizer
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def live(tiny_folder):
+    """The tiny Llama behind a live server (one for the whole run: tests compare counters before and after)."""
     thread, backend = start(tiny_folder[0], "tiny", attention_backend="sdpa")
     with thread as url:
         yield Live(url, backend, "tiny")
+    backend.stop()
+
+
+@pytest.fixture(scope="session")
+def vl_live(tmp_path_factory):
+    """A tiny random Qwen2-VL (the VL tests' builder) behind a live server."""
+    from tests.vlm.conftest import save_model
+
+    folder = tmp_path_factory.mktemp("serve-qwen2-vl")
+    save_model(folder, "qwen2_vl")
+    thread, backend = start(folder, "tiny-vl", image_max_pixels=84 * 84)
+    with thread as url:
+        yield Live(url, backend, "tiny-vl")
     backend.stop()

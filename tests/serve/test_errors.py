@@ -8,7 +8,7 @@ import time
 import httpx2
 import pytest
 
-from tests.serve.conftest import Live, start
+from tests.serve.conftest import Live
 
 BASE = {"model": "tiny", "messages": [{"role": "user", "content": "What was the revenue?"}], "max_tokens": 4,
         "temperature": 0}
@@ -88,7 +88,7 @@ def test_a_host_header_from_elsewhere_is_refused(live):
     assert response.status_code == 400 and "not this machine" in response.json()["error"]["message"]
 
 
-def test_api_key_is_required_when_set(tiny_folder):
+def test_api_key_is_required_when_set(live):
     from engine.serve.app import build_app
     from engine.serve.config import ServeConfig
     from engine.serve.server import ServerThread
@@ -96,9 +96,8 @@ def test_api_key_is_required_when_set(tiny_folder):
 
     with pytest.raises(DossierError, match="--api-key"):
         ServeConfig(host="0.0.0.0")
-    unkeyed, backend = start(tiny_folder[0], "tiny")
-    unkeyed.sock.close()  # serve the backend behind a key instead
-    keyed = ServerThread(build_app(backend, ServeConfig(served_model_names=("tiny",), api_key="secret-key-1")))
+    # the same engine behind a second app that requires a key
+    keyed = ServerThread(build_app(live.backend, ServeConfig(served_model_names=("tiny",), api_key="secret-key-1")))
     with keyed as url:
         assert httpx2.get(url + "/v1/models").status_code == 401
         wrong = httpx2.get(url + "/v1/models", headers={"authorization": "Bearer nope-nope"})
@@ -108,7 +107,6 @@ def test_api_key_is_required_when_set(tiny_folder):
 
         client = OpenAI(base_url=url + "/v1", api_key="secret-key-1", max_retries=0)
         assert client.chat.completions.create(**BASE).usage.completion_tokens >= 1
-    backend.stop()
 
 
 def _wait_for(live: Live, check, seconds: float = 20.0) -> dict:

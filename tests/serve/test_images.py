@@ -4,12 +4,10 @@ import base64
 import io
 
 import numpy as np
-import pytest
 
 from engine.core.sampling_params import SamplingParams
 from engine.serve.prompt import ImageLimits, render_chat
 from engine.serve.protocol import ChatMessage
-from tests.serve.conftest import Live, start
 
 
 def data_url(seed: int, size=(56, 56)) -> str:
@@ -26,18 +24,6 @@ def messages(url: str) -> list[dict]:
             {"role": "user", "content": [{"type": "text", "text": "File: report, Page: 3\n"},
                                          {"type": "image_url", "image_url": {"url": url}},
                                          {"type": "text", "text": "What was the revenue?"}]}]
-
-
-@pytest.fixture(scope="module")
-def vl_live(tmp_path_factory):
-    from tests.vlm.conftest import save_model
-
-    folder = tmp_path_factory.mktemp("serve-qwen2-vl")
-    save_model(folder, "qwen2_vl")
-    thread, backend = start(folder, "tiny-vl", image_max_pixels=84 * 84)
-    with thread as url:
-        yield Live(url, backend, "tiny-vl")
-    backend.stop()
 
 
 def ask(live, url: str, **kwargs):

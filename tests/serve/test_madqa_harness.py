@@ -11,7 +11,6 @@ import pytest
 from benchmarks.serve_client import HarnessSettings, MadqaHarness, madqa_tools
 from engine.agents.env import AgentEnv
 from engine.datasets.formats import load_questions
-from tests.serve.test_images import vl_live  # noqa: F401  (the tiny Qwen2-VL server)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def test_text_protocol_episodes_complete(live, sample):
     assert episode.turns[1].cached_tokens > 0
 
 
-def test_page_images_as_data_urls_on_a_vision_model(vl_live, sample):  # noqa: F811
+def test_page_images_as_data_urls_on_a_vision_model(vl_live, sample):
     env, questions = sample
     settings = HarnessSettings(max_iterations=2, max_tokens=256, images=True, image_dpi=20, image_max_pixels=20_000, k=2,
                                tools=madqa_tools(max_chars=12, max_items=2), search_first=True)

@@ -1,0 +1,254 @@
+"""The server benchmark: concurrent MADQA-style agent clients against `dossier serve` and a peer server.
+
+N client threads run BM25-agent episodes over HTTP (benchmarks/serve_client.py), each turn
+re-sending the whole conversation, as MADQA's harness does against vLLM. The same clients,
+questions, corpus, model weights, thread count and greedy decoding run against:
+
+- `dossier serve` (one engine, paged KV, prefix cache, continuous batching), and
+- `transformers serve --continuous-batching` (the peer that runs on a CPU: Hugging Face's own
+  OpenAI-compatible server, paged attention with continuous batching and block sharing;
+  vLLM and SGLang need a GPU here, llama.cpp's server would need a GGUF build of its own).
+
+The episodes use the agent's JSON turn in plain text (mode "text"), because `transformers
+serve` ignores `tool_choice` and `response_format` and parses no tool calls for a model
+without a response template (SmolLM2 has none); it also ignores `stream_options`, so it
+reports no usage in a stream and its cached-token fraction is unknown. Each server runs alone, in its own process, started and stopped by this benchmark.
+Reported per server: episodes/hour, time to first token (p50/p90), mean request latency,
+the fraction of prompt tokens served from cache (when the server reports it), and how many
+episodes took the same turns on both servers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from benchmarks.serve_client import EpisodeRecord, HarnessSettings, MadqaHarness
+
+__all__ = ["ServeWorkload", "run_serve_benchmark"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(slots=True)
+class ServeWorkload:
+    clients: int = 8  # concurrent client threads (episodes in flight)
+    episodes: int = 16  # episodes per server (questions cycled)
+    max_iterations: int = 4  # model calls per episode at most; the last must answer
+    k: int = 3  # pages per search
+    page_chars: int = 500  # text shown per hit
+    max_tokens: int = 48  # tokens per reply
+    threads: int = 2  # torch (and numba) threads of each server
+    kv_cache_gib: float = 1.0  # KV memory of each server
+    mode: str = "text"  # "text" (both servers) or "tools" (dossier only: MADQA's OpenAI tools)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(threads: int) -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads),
+            "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+
+
+class Server:
+    """A server process; `url` once it answers /health."""
+
+    def __init__(self, name: str, command: list[str], env: dict, model_name: str, url: str | None = None) -> None:
+        self.name, self.url, self.model_name = name, url, model_name  # model_name: what requests must say
+        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"dossier-bench-{name}-", suffix=".log", delete=False)
+        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+
+    def wait(self, timeout: float = 600) -> str:
+        import httpx2
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self._tail()}")
+            if self.url is None:
+                match = re.search(r"at (http://[\d.:]+)/v1", Path(self.log.name).read_text())
+                self.url = match.group(1) if match else None
+            if self.url is not None:
+                try:
+                    if httpx2.get(self.url + "/health", timeout=5).status_code == 200:
+                        return self.url
+                except httpx2.HTTPError:
+                    pass
+            time.sleep(0.5)
+        raise RuntimeError(f"{self.name} did not start within {timeout} s:\n{self._tail()}")
+
+    def _tail(self) -> str:
+        return Path(self.log.name).read_text()[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        Path(self.log.name).unlink(missing_ok=True)
+
+
+def start_dossier(model: str, workload: ServeWorkload) -> Server:
+    command = [sys.executable, "-m", "engine.cli.main", "serve", "--model", model, "--port", "0",
+               "--served-model-name", "bench", "--threads", str(workload.threads),
+               "--kv-cache-gib", str(workload.kv_cache_gib)]
+    return Server("dossier serve", command, _env(workload.threads), "bench")
+
+
+def peer_model_folder(model: str) -> Path:
+    """A folder `transformers serve` loads: the model's own, or a copy of its config naming the architecture."""
+    from models.loading import resolve_model_dir
+
+    folder = resolve_model_dir(model)
+    config = json.loads((folder / "config.json").read_text())
+    if config.get("architectures"):
+        return folder
+    # the GGUF conversion writes no `architectures`; the peer picks its model class from it
+    peer = Path(tempfile.mkdtemp(prefix="dossier-peer-model-"))
+    for item in folder.iterdir():
+        if item.name != "config.json":
+            (peer / item.name).symlink_to(item)
+    classes = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+               "gemma3_text": "Gemma3ForCausalLM"}
+    config["architectures"] = [classes.get(config.get("model_type"), "LlamaForCausalLM")]
+    (peer / "config.json").write_text(json.dumps(config, indent=1))
+    return peer
+
+
+def start_transformers(model: str, workload: ServeWorkload) -> Server:
+    folder = peer_model_folder(model)
+    config = json.loads((folder / "config.json").read_text())
+    layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads", heads)
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    block = 32
+    per_block = 2 * layers * block * kv_heads * head_dim * 4  # fp32 K and V
+    blocks = max(64, int(workload.kv_cache_gib * 2**30 // per_block))  # the same KV memory as ours
+    port = _free_port()
+    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(folder), "--continuous-batching",
+               "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port),
+               "--cb-block-size", str(block), "--cb-num-blocks", str(blocks), "--log-level", "warning"]
+    # pinned to the folder: a request must name it exactly
+    return Server("transformers serve", command, _env(workload.threads), str(folder), url=f"http://127.0.0.1:{port}")
+
+
+def run_clients(url: str, model: str, env, questions, workload: ServeWorkload, stream_usage: bool,
+                progress=None) -> tuple[list[EpisodeRecord], float]:
+    """Run `workload.episodes` episodes with `workload.clients` threads; return them and the wall time."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=1800)
+    settings = HarnessSettings(mode=workload.mode, max_iterations=workload.max_iterations, k=workload.k,
+                               max_tokens=workload.max_tokens, page_chars=workload.page_chars,
+                               stream_usage=stream_usage)
+    harness = MadqaHarness(client, model, env, settings)
+    chosen = [questions[i % len(questions)] for i in range(workload.episodes)]
+    started = time.perf_counter()
+    done: list[EpisodeRecord] = []
+    with ThreadPoolExecutor(workload.clients) as pool:
+        for episode in pool.map(harness.run, chosen):
+            done.append(episode)
+            if progress is not None:
+                progress(f"  {len(done)}/{len(chosen)} episodes ({time.perf_counter() - started:.0f} s)")
+    return done, time.perf_counter() - started
+
+
+def summarize(name: str, episodes: list[EpisodeRecord], wall_s: float) -> dict:
+    turns = [t for e in episodes for t in e.turns]
+    ttfts = sorted(t.ttft_s for t in turns if t.ttft_s is not None)
+    prompt = [t.prompt_tokens for t in turns if t.prompt_tokens is not None]
+    cached = [t.cached_tokens for t in turns if t.cached_tokens is not None]
+    errors = [e.reason for e in episodes if e.reason.startswith("error")]
+    return {
+        "server": name,
+        "episodes": len(episodes),
+        "episodes_failed": len(errors),
+        "first_error": errors[0] if errors else None,
+        "requests": len(turns),
+        "wall_s": round(wall_s, 2),
+        "episodes_per_hour": round(len(episodes) / wall_s * 3600, 1),
+        "ttft_p50_s": round(statistics.median(ttfts), 3) if ttfts else None,
+        "ttft_p90_s": round(ttfts[int(0.9 * (len(ttfts) - 1))], 3) if ttfts else None,
+        "mean_request_s": round(statistics.fmean(t.latency_s for t in turns), 3) if turns else None,
+        "prompt_tokens": sum(prompt) if len(prompt) == len(turns) else None,
+        "cached_token_fraction": round(sum(cached) / sum(prompt), 4) if cached and len(cached) == len(turns) else None,
+        "answered": sum(e.reason == "answered" for e in episodes),
+    }
+
+
+def run_serve_benchmark(model: str = "default", workload: ServeWorkload | None = None, corpus: str | None = None,
+                        questions_path: str | None = None, servers: tuple[str, ...] = ("dossier", "transformers"),
+                        progress=None) -> dict:
+    """Run the same client workload against each server in turn; return one row per server.
+
+    Args:
+        model: "default" or a local model folder both servers load.
+        workload: clients, episodes, agent settings, server threads and KV memory.
+        corpus, questions_path: an indexed corpus and its questions; None builds the sample suite.
+        servers: "dossier" and/or "transformers".
+        progress: optional callable(str) told what runs now.
+    """
+    from engine.agents.env import AgentEnv
+    from engine.datasets.formats import load_questions
+
+    workload = workload or ServeWorkload()
+    say = progress or (lambda _msg: None)
+    if corpus is None:
+        corpus, questions_path = _sample_corpus(say)
+    questions, _errors = load_questions(questions_path)
+    env = AgentEnv(corpus, page_chars=workload.page_chars)
+    rows, runs = [], {}
+    for name in servers:
+        say(f"starting {name}")
+        server = start_dossier(model, workload) if name == "dossier" else start_transformers(model, workload)
+        try:
+            url = server.wait()
+            model_name = server.model_name
+            say(f"warming up {name}")
+            run_clients(url, model_name, env, questions[:2], replace(workload, episodes=2, clients=2, max_iterations=1),
+                        stream_usage=name == "dossier")
+            say(f"{workload.episodes} episodes, {workload.clients} clients against {name}")
+            episodes, wall = run_clients(url, model_name, env, questions, workload, stream_usage=name == "dossier",
+                                         progress=say)
+        finally:
+            server.stop()
+        runs[name] = episodes
+        rows.append(summarize(server.name, episodes, wall))
+    result = {"model": model, "workload": asdict(workload), "rows": rows}
+    if len(runs) == 2:
+        a, b = runs.values()
+        result["episodes_with_the_same_turns"] = sum([t.raw for t in x.turns] == [t.raw for t in y.turns]
+                                                      for x, y in zip(a, b))
+        ours, peer = rows
+        result["episodes_per_hour_ratio"] = round(ours["episodes_per_hour"] / peer["episodes_per_hour"], 3)
+    return result
+
+
+def _sample_corpus(say) -> tuple[str, str]:
+    """The sample suite, ingested and indexed in a temporary folder."""
+    from engine.datasets.sample import write_sample_suite
+    from tools.corpus import CorpusStore, IngestConfig, ingest
+    from tools.search import build_index
+
+    root = Path(tempfile.mkdtemp(prefix="dossier-bench-serve-"))
+    say(f"building the sample corpus in {root}")
+    info = write_sample_suite(root / "sample")
+    ingest([info["pdfs"]], root / "corpus", IngestConfig(workers=1))
+    build_index(CorpusStore(root / "corpus"))
+    return str(root / "corpus"), str(info["questions"])
