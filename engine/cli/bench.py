@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.chat import ModelOpt
-from engine.cli.options import FormatOpt, OutputFormat, QuantizationOpt, emit_json
+from engine.cli.options import FormatOpt, OutputFormat, QuantizationOpt, emit_json, set_threads
 
 __all__ = ["bench_app", "register"]
 
@@ -89,19 +89,11 @@ def bench_engine(
     peer re-sends and re-encodes every image of the history each turn:
         $ dossier bench engine --images --model qwen2.5-vl-small --sessions 8 --turns 3
     """
-    import torch
-
     from benchmarks.engine_sessions import Workload, run_benchmark
     from engine.core.config import EngineConfig
 
     if threads:
-        torch.set_num_threads(threads)
-        try:
-            import numba
-
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # the CPU attention kernels
-        except ImportError:
-            pass
+        set_threads(threads)
     config = EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
         dtype=dtype, block_size=block_size, quantization=quantization,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "QuantizationOpt", "emit_json"]
+__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "QuantizationOpt", "emit_json", "set_threads"]
 
 
 class OutputFormat(str, Enum):
@@ -38,3 +38,15 @@ def emit_json(obj) -> None:
 
     json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write("\n")
+
+
+def set_threads(threads: int) -> None:
+    """Use `threads` CPU threads in torch and in numba's kernels (the CPU attention), as --threads promises."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        import numba
+    except ImportError:
+        return
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

@@ -31,7 +31,7 @@ def serve(
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
     attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
-    threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice).")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch and numba threads (default: their own choice).")] = None,
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
@@ -61,15 +61,14 @@ def serve(
     # check the server settings before the model loads (seconds): a bad --host fails at once
     ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
                 max_pinned_sessions=max_pinned_sessions)
-    import torch
-
+    from engine.cli.options import set_threads
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
     from engine.serve.backend import LocalBackend
     from engine.serve.server import serve_forever
 
     if threads:
-        torch.set_num_threads(threads)
+        set_threads(threads)
     engine = Engine.from_pretrained(model, EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device, dtype=dtype,
         attention_backend=attention, seed=seed))
