@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.chat import ModelOpt
+from engine.cli.options import QuantizationOpt
 
 __all__ = ["register"]
 
@@ -31,6 +32,7 @@ def serve(
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
     attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
+    quantization: QuantizationOpt = None,
     threads: Annotated[int | None, typer.Option(help="torch and numba threads (default: their own choice).")] = None,
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
@@ -44,15 +46,14 @@ def serve(
     --host and --api-key. Stop with Ctrl-C.
 
     Example:
-        $ dossier serve --port 8000
+        $ dossier serve --port 8000 --kv-cache-gib 1
         dossier serve: SmolLM2-135M-Instruct at http://127.0.0.1:8000/v1 (model names: default, SmolLM2-135M-Instruct)
-        context 8192 tokens · KV pool 43690 tokens · attention numba · device cpu · Ctrl-C stops
-        $ curl -s localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
-            -d '{"model": "default", "messages": [{"role": "user", "content": "Capital of France?"}],
-                 "max_tokens": 12, "temperature": 0}'
-        {"id":"chatcmpl-...","object":"chat.completion",...,"choices":[{"index":0,"message":{"role":"assistant",
-         "content":"The capital of France is Paris."},"finish_reason":"stop","logprobs":null}],
-         "usage":{"prompt_tokens":36,"completion_tokens":8,"total_tokens":44,"prompt_tokens_details":{"cached_tokens":0}}}
+        context 8192 tokens · KV pool 23296 tokens · attention numba · device cpu · Ctrl-C stops
+        $ curl -s localhost:8000/v1/chat/completions -H 'content-type: application/json' -d '{"model": "default",
+            "messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12, "temperature": 0}'
+        {"id":"chatcmpl-db7d...","object":"chat.completion","created":1796080747,"model":"default","choices":[{"index":0,
+         "message":{"role":"assistant","content":"The capital of France is Paris."},"finish_reason":"stop","logprobs":null}],
+         "usage":{"prompt_tokens":37,"completion_tokens":8,"total_tokens":45,"prompt_tokens_details":{"cached_tokens":0}}}
     """
     from engine.core.config import EngineConfig
     from engine.serve.config import ServeConfig
@@ -71,7 +72,7 @@ def serve(
         set_threads(threads)
     engine = Engine.from_pretrained(model, EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device, dtype=dtype,
-        attention_backend=attention, seed=seed))
+        attention_backend=attention, seed=seed, quantization=quantization))
     if engine.processor is None:
         raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
                            "folder or GGUF file with a tokenizer and chat template")
