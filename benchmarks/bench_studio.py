@@ -126,6 +126,8 @@ def main() -> None:
                                                                        / statistics.median(direct[kind]), 2)}
                                 for kind in server}
             pages = list(dict.fromkeys(seen_pages))[:args.pages]
+            conn.close()  # idle through the direct searches: uvicorn has closed the keep-alive connection (5 s)
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
             cold, warm, cold_rt, warm_rt = [], [], [], []
             for document, page in pages:
                 cached = cache_file(args.corpus / "renders" / document, page, live.studio.render_settings)
