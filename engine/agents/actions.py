@@ -8,7 +8,8 @@ one action:
               (constrained to the turn's JSON schema when it gives one)
     ToolJob   run this callable in the tool thread pool (several tools at once: do them inside it)
     Spawn     run these child episodes (each its own conversation, all in flight together),
-              then hand them back finished through `on_children`
+              then hand them back finished through `on_children`; with `fork`, each child's
+              conversation starts as a copy of the parent's (Q-Guide's budget branches)
     Done      the episode is over; the runner writes its trajectory and prediction
 
 Events: `first_turn()` once; `on_output(raw, turn, tokens, model_s)` after each model call;
@@ -50,6 +51,7 @@ class Spawn:
     """Child episodes to run to completion (concurrently) before `on_children` is called with them."""
 
     children: list[AgentEpisode]
+    fork: bool = False  # True: each child starts as a copy of the parent's conversation so far (KV shared)
 
 
 @dataclass(slots=True)

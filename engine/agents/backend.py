@@ -57,6 +57,10 @@ class EngineBackend:
     def close(self, session) -> None:
         session.close()
 
+    def fork(self, session, qid: str = ""):
+        """A new conversation continuing `session`'s so far (its KV shared through the prefix cache)."""
+        return session.fork()
+
     def fits(self, session, messages: list[tuple[str, str]], max_new_tokens: int | None = None) -> bool:
         """Would appending these messages and generating a full turn stay within the context?"""
         first = session.num_tokens == 0
@@ -65,10 +69,11 @@ class EngineBackend:
         extra += len(self.processor.generation_prompt().token_ids) + (max_new_tokens or self.max_new_tokens) + 8  # + closing
         return session.num_tokens + extra <= self.max_positions
 
-    def append(self, session, messages: list[tuple[str, str]]) -> None:
-        for role, content in messages:
-            session.append_message(role, content)
+    def append(self, session, messages: list[tuple[str, str]]) -> list[int]:
+        """Append the messages and open the assistant turn; returns each message's token count."""
+        counts = [len(session.append_message(role, content)) for role, content in messages]
         session.append_generation_prompt()
+        return counts
 
     def submit(self, session, turn, seed: int):
         """Start the model call of `turn` (an `actions.Turn`): its own schema, else the tool-call schema."""
@@ -127,12 +132,17 @@ class ScriptedBackend:
     def close(self, conversation) -> None:
         self.closed += 1
 
+    def fork(self, conversation, qid: str = "") -> _Conversation:
+        self.opened += 1
+        return _Conversation(qid or conversation.qid, list(conversation.messages), conversation.turns)
+
     def fits(self, conversation, messages, max_new_tokens: int | None = None) -> bool:
         used = sum(len(c) for _, c in conversation.messages) + sum(len(c) for _, c in messages)
         return used <= self.context_chars
 
-    def append(self, conversation, messages) -> None:
+    def append(self, conversation, messages) -> list[int]:
         conversation.messages.extend(messages)
+        return [len(content) for _, content in messages]  # characters stand in for tokens
 
     def submit(self, conversation, turn, seed: int):
         self._ticket += 1

@@ -76,6 +76,16 @@ class AgentEnv:
         self.page_chars = page_chars
         self.search_mode = search_mode
         self.documents = [d.id for d in self.store.documents()]
+        self._perception = None
+
+    @property
+    def perception(self):
+        """Q-Guide's five recovery tools over this corpus (created on first use; OCR backend on demand)."""
+        if self._perception is None:
+            from tools.perception import PerceptionToolkit
+
+            self._perception = PerceptionToolkit(self.store, ocr="auto")
+        return self._perception
 
     def search(self, query: str, k: int, mode: str | None = None,
                document: str | None = None) -> tuple[list[PageHit], str | None]:

@@ -41,6 +41,8 @@ _REGISTERED = (
               "engine.agents.episode:Episode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
               "normalised records, a program run in the sandbox", "engine.agents.workflow:WorkflowEpisode"),
+    AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
+              "long documents in adjudicated chunks", "engine.agents.qguide.agent:build"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}

@@ -114,6 +114,7 @@ class _Live:
     episode: object  # an AgentEpisode
     handle: object
     turn: Turn | None = None
+    appended: list[int] | None = None  # token count of each message appended before the current turn
     parent: _Live | None = None  # set for a child episode
     children: list | None = None  # a parent's children, while they run
     children_left: int = 0
@@ -178,7 +179,8 @@ class RolloutRunner:
                         log.warning("question %s: the engine failed a turn: %s", state.episode.question.id, output.error)
                         in_flight -= self._advance(state, state.episode.fail("error"))
                         continue
-                    action = state.episode.on_output(output.text, state.turn, output.tokens, output.model_s)
+                    tokens = output.tokens if state.appended is None else {**output.tokens, "appended": state.appended}
+                    action = state.episode.on_output(output.text, state.turn, tokens, output.model_s)
                     in_flight -= self._advance(state, action)
                 summary.seconds = time.perf_counter() - start
                 if self.progress and outputs:  # steps/s and tok/s move while long episodes run
@@ -192,7 +194,7 @@ class RolloutRunner:
                 action = state.episode.force_answer(CONTEXT_NOTE)
                 if not self.backend.fits(state.handle, action.messages, action.max_new_tokens):
                     return self._advance(state, state.episode.fail("context_exhausted"))
-            self.backend.append(state.handle, action.messages)
+            state.appended = self.backend.append(state.handle, action.messages)
             state.turn = action
             ticket = self.backend.submit(state.handle, action, self._seed(state.episode))
             self._live[ticket] = state
@@ -206,7 +208,9 @@ class RolloutRunner:
             state.children, state.children_left = list(action.children), len(action.children)
             ended = 0
             for child in action.children:
-                child_state = _Live(child, self.backend.open(child.question.id), parent=state)
+                handle = (self.backend.fork(state.handle, child.question.id) if action.fork
+                          else self.backend.open(child.question.id))
+                child_state = _Live(child, handle, parent=state)
                 ended += self._advance(child_state, child.first_turn())
             return ended
         assert isinstance(action, Done), f"an episode returned {action!r}, not an action"

@@ -36,6 +36,13 @@ class AgentSettings:
     # "guided" answers a repeated identical query with what it returned before instead of re-running it, and
     # a search that found nothing with the pages each of its words is on and a shorter query that matches.
     loop: str = "madqa"
+    # Q-Guide (engine/agents/qguide/)
+    max_rounds: int = 3  # T_max: policy turns per episode; several tool calls in one turn are one round; the last submits
+    gate: str = "med"  # τ: submissions below this confidence (low < med < high) go to verification
+    tools: str = "auto"  # recovery tools offered: auto, or a comma-separated subset of the five (ablation)
+    chunk_pages: int = 4  # pages per chunk of a long named document (each chunk its own episode)
+    chunk_overlap: int = 1  # pages consecutive chunks share
+    max_rounds_sweep: str = ""  # e.g. "1-6": also record the answer at each of these T_max (branches of one run)
 
     def __post_init__(self):
         agent_spec(self.agent)  # a DossierError naming the registered agents when unknown
@@ -59,6 +66,10 @@ class AgentSettings:
             raise DossierError(f"extract_iterations must be at least 1 (got {self.extract_iterations})")
         if self.max_new_tokens < 16:
             raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
+        if self.agent == "qguide":
+            from engine.agents.qguide.config import check_settings
+
+            check_settings(self)
 
     def resolved(self, vision: bool) -> AgentSettings:
         """These settings with `observe` decided for a model (`vision`: it takes images)."""

@@ -127,7 +127,12 @@ def score(
     hops = report["breakdowns"]["hop_type"]
     typer.echo("by hop type: " + " · ".join(f"{name} {100 * s['accuracy']:.1f}% (n={s['n']})" for name, s in hops.items()))
     steps = report.get("steps")
-    if steps:
+    if report.get("qguide"):
+        from engine.eval.report_qguide import qguide_lines
+
+        for line in qguide_lines(report["qguide"]):
+            typer.echo(line)
+    elif steps:
         budget = " ".join(f"N={r['budget']}:{100 * r['accuracy']:.0f}%" for r in steps["accuracy_at_budget"][:11])
         first = steps["first_query"]
         typer.echo(f"accuracy at search budget: {budget}")

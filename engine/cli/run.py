@@ -168,6 +168,17 @@ def run_cmd(
     quantization: QuantizationOpt = None,
     threads: Annotated[str, typer.Option(help="CPU threads of the model's forward: auto (one per core that other "
                                               "processes leave free, re-read every 2 s) or a number.")] = "auto",
+    max_rounds: Annotated[int | None, typer.Option(help="qguide: T_max, policy turns per episode (several tool calls "
+                                                        "in one turn are one round); the last must submit. Default 3, "
+                                                        "or the largest budget of --max-rounds-sweep.")] = None,
+    gate: Annotated[str, typer.Option(help="qguide: τ, low|med|high; a submission below it is verified against the "
+                                           "observations, and becomes Unknown when unsupported.")] = "med",
+    tools: Annotated[str, typer.Option(help="qguide: recovery tools offered: auto, or a comma-separated subset of "
+                                            "text, visual, spatial, structure, lookup (leave-one-out ablation).")] = "auto",
+    chunk_pages: Annotated[int, typer.Option(help="qguide: pages per chunk of a longer named document.")] = 4,
+    chunk_overlap: Annotated[int, typer.Option(help="qguide: pages consecutive chunks share.")] = 1,
+    max_rounds_sweep: Annotated[str, typer.Option(help="qguide: e.g. 1-6: also record the answer at each T_max, by "
+                                                       "branching the T_max=6 run at each round.")] = "",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Run a document agent over every question; write predictions and trajectories, resumable.
@@ -176,7 +187,9 @@ def run_cmd(
     turns; prefills and decodes of all episodes are batched). The bm25 agent searches the
     corpus with MADQA's query language and answers with page citations; rag retrieves
     once with the question; oracle reads the gold pages (retrieval removed); closed-book
-    sees no documents. A killed run re-run with the same --out skips finished episodes.
+    sees no documents; qguide (Q-Guide) reads the question's document (or searches the
+    collection) in rounds of parallel perception-tool calls and submits with a confidence
+    that meets a gate. A killed run re-run with the same --out skips finished episodes.
     Then score it with `dossier eval RUN_DIR`.
 
     Example:
@@ -188,6 +201,13 @@ def run_cmd(
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
                            temperature=temperature, extract_iterations=extract_iterations, loop=loop)
+    if agent == "qguide":
+        from engine.agents.qguide.config import parse_sweep
+
+        if max_rounds is None:
+            max_rounds = max(parse_sweep(max_rounds_sweep), default=3)
+        settings_kwargs.update(max_rounds=max_rounds, gate=gate, tools=tools, chunk_pages=chunk_pages,
+                               chunk_overlap=chunk_overlap, max_rounds_sweep=max_rounds_sweep)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,

@@ -102,6 +102,25 @@ class Session:
             raise DossierError(f"model {self.engine.adapter.name!r} has no tokenizer; append token ids with session.append()")
         return self.engine.processor
 
+    def fork(self) -> "Session":
+        """A new session holding this conversation so far, to continue it another way.
+
+        The child's tokens, positions and images are this session's; its KV comes from the
+        prefix cache (every full block this session has computed is shared, not copied), so a
+        fork costs the partial last block. An assistant turn left open stays open in the child.
+        """
+        if self.request is not None:
+            raise DossierError(f"session {self.session_id} is generating; fork it between turns")
+        child = self.engine.open_session()
+        seq = self.seq
+        if len(seq):
+            items = [MultimodalItem(start, item.length, item.content_hash, item.data) for start, item in seq.mm_items]
+            child.append_segment(Segment(list(seq.token_ids), list(seq.positions), items))
+        child.seq.next_position = seq.next_position
+        child.history_len = self.history_len
+        child._turn_start = self._turn_start
+        return child
+
     # --- generating --------------------------------------------------------------
 
     def submit(self, sampling: SamplingParams | None = None) -> Request:

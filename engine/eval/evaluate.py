@@ -21,6 +21,7 @@ from engine.eval.human import behaviour_summary
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
 from engine.eval.mudabench import combine_coverage, coverage_for_question, rows_from_metadata, tolerance_row_judge
+from engine.eval.qguide import qguide_analyses
 from engine.eval.steps import accuracy_at_budgets, first_query_hits, query_drift
 from engine.eval.summary import breakdowns, summarize
 from engine.eval.trajectories import Episode
@@ -85,6 +86,7 @@ def _trajectory_metrics(questions: list[Question], episodes: list[Episode], item
         "accuracy_at_budget": budgets,
         "first_query": first_query_hits([(q.id, q.evidence) for q in questions], by_id),
         "query_drift": drift,
+        "qguide": qguide_analyses(questions, by_id, lambda answer, variants: scorer(answer, variants) >= ACCURACY_THRESHOLD),
     }
 
 
@@ -154,4 +156,5 @@ def evaluate(
         # which workflow stage failed first, judged with MuDABench's tolerance (None for other agents)
         "workflow_stages": stage_taxonomy([(q, p, item.mudabench) for (q, p), item in zip(matched.pairs, items)]),
     })
+    report["qguide"] = report["steps"].pop("qguide") if report["steps"] else None
     return EvalResult(report, items)

@@ -99,6 +99,10 @@ def render_html(report: dict, title: str = "Dossier evaluation") -> str:
     for key, name in (("hop_type", "hop type"), ("category", "document category"), ("domain", "domain")):
         parts += [f"<h2>By {name}</h2>", _table(["group", "n", "accuracy", "95% CI", "Page F1", "Doc F1", "Kuiper"],
                                                 breakdown_rows(report["breakdowns"][key]))]
+    if report.get("qguide"):
+        from engine.eval.report_qguide import qguide_html
+
+        parts.append(qguide_html(report["qguide"]))
     coverage = report.get("mudabench_coverage")
     if coverage:
         parts += ["<h2>MuDABench intermediate-fact coverage</h2>", _table(

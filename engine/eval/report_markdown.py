@@ -121,6 +121,10 @@ def render_markdown(report: dict) -> str:
         lines += _table(["search budget N", "accuracy", "correct"],
                         [[str(r["budget"]), pct(r["accuracy"]), f"{r['correct']} / {r['n']}"]
                          for r in steps["accuracy_at_budget"]])
+    if report.get("qguide"):
+        from engine.eval.report_qguide import qguide_markdown
+
+        lines += qguide_markdown(report["qguide"])
     coverage = report.get("mudabench_coverage")
     if coverage:
         lines += ["## MuDABench intermediate-fact coverage", ""] + _table(

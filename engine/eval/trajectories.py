@@ -35,6 +35,7 @@ class Episode:
     question: str
     steps: list[Step] = field(default_factory=list)
     final_answer: str | list[str] | None = None
+    extra: dict = field(default_factory=dict)  # an agent's own top-level fields (e.g. "qguide"), kept verbatim
 
     @property
     def searches(self) -> list[Step]:
@@ -93,8 +94,9 @@ def parse_episode(obj: object, where: str) -> Episode:
             steps.append(Step(name))
     final = obj.get("final") if isinstance(obj.get("final"), dict) else {}
     episode_id = obj.get("id")
+    extra = {k: v for k, v in obj.items() if k not in ("id", "question", "agent", "steps", "final")}
     return Episode(None if episode_id is None else str(episode_id), str(obj.get("question", "")), steps,
-                   _answer(final.get("answer")))
+                   _answer(final.get("answer")), extra)
 
 
 def load_trajectories(path: str | Path) -> tuple[list[Episode], list[LineError]]:

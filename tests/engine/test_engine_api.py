@@ -143,3 +143,29 @@ def test_missing_bitsandbytes_names_the_install_command(tiny_llama, monkeypatch)
     folder, _ = tiny_llama
     with pytest.raises(ImportError, match=r"pip install 'dossier\[quant\]'"):
         Engine.from_pretrained(str(folder), EngineConfig(quantization="nf4", num_kv_blocks=16))
+
+
+def test_fork_continues_a_conversation_from_the_prefix_cache(engine):
+    """A fork generates exactly what the parent would from the same point, computing only the partial last block."""
+    params = SamplingParams(max_new_tokens=4, ignore_eos=True)
+    parent = engine.open_session()
+    parent.append_message("system", "You are a document agent.")
+    parent.append_message("user", "What is the capital of France?")
+    parent.append_generation_prompt()
+    first = parent.generate(params)
+    child = parent.fork()  # the parent's assistant turn is still open
+    assert child.token_ids == parent.token_ids and child.num_cached_tokens == 0
+    forked = len(child.token_ids)
+    for session in (parent, child):
+        session.append_message("user", "Search results: page 3 mentions revenue.")
+        session.append_generation_prompt()
+    from_child = child.generate(params)  # first: nothing of the new message is cached yet
+    from_parent = parent.generate(params)
+    assert from_child.output_token_ids == from_parent.output_token_ids and first.output_token_ids
+    prompt = len(from_child.session.token_ids) - len(from_child.output_token_ids)
+    assert from_child.counters.tokens_cached + from_child.counters.tokens_prefilled == prompt
+    # every full block of the parent's computed prefix (all but its last sampled token) came from the cache
+    assert from_child.counters.tokens_cached == (forked - 1) // 4 * 4
+    child.close()
+    parent.close()
+    engine.block_manager.check_invariants()

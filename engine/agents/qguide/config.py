@@ -1,0 +1,122 @@
+"""What one Q-Guide episode offers the model: its tools (with their argument schemas narrowed to the
+document in hand), its turn schemas, and the run's budget settings parsed from AgentSettings.
+
+`--tools` picks a subset of the five recovery tools (the leave-one-out ablation of Appendix B):
+names or their short forms text, visual, spatial, structure, lookup. "auto" offers all five to a
+vision model and leaves visual_detail out for a text-only one (its result is pixels only).
+Collection questions (no `document` field: MADQA, FinanceBench) also get BM25 `search`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from engine.agents.protocol import search_spec
+from engine.agents.qguide.evidence import SEARCH
+from engine.agents.qguide.protocol import LEVELS, round_schema, submit_schema
+from tools.errors import DossierError
+from tools.perception import PERCEPTION_TOOLS
+from tools.schema import ToolSpec
+
+__all__ = ["TOOL_NAMES", "parse_tools", "parse_sweep", "check_settings", "Setup", "setup_for"]
+
+TOOL_NAMES = tuple(spec.name for spec in PERCEPTION_TOOLS)  # the paper's five, in its order
+_SHORT = {"text": "text_recovery", "visual": "visual_detail", "spatial": "spatial_recovery",
+          "structure": "structure_recovery", "lookup": "targeted_lookup", "query": "targeted_lookup"}
+
+
+def parse_tools(value: str, vision: bool) -> list[str]:
+    """The perception tools offered: "auto", or a comma-separated subset of names / short names."""
+    if value.strip() == "auto":
+        return [name for name in TOOL_NAMES if vision or name != "visual_detail"]
+    names = []
+    for item in (part.strip() for part in value.split(",")):
+        name = _SHORT.get(item, item)
+        if name not in TOOL_NAMES:
+            raise DossierError(f"unknown Q-Guide tool {item!r} in --tools {value!r}; use auto or a comma-separated "
+                               f"subset of {', '.join(TOOL_NAMES)} (or text, visual, spatial, structure, lookup)")
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise DossierError(f"--tools {value!r} names no tool; use auto or a subset of {', '.join(TOOL_NAMES)}")
+    return names
+
+
+def parse_sweep(value: str) -> list[int]:
+    """Round budgets of `--max-rounds-sweep`: "1-6", "1,2,4" or "" (no sweep)."""
+    if not value.strip():
+        return []
+    budgets: set[int] = set()
+    try:
+        for part in value.split(","):
+            low, _, high = part.strip().partition("-")
+            budgets.update(range(int(low), int(high or low) + 1))
+    except ValueError:
+        raise DossierError(f"--max-rounds-sweep {value!r} is not a range like 1-6 or a list like 1,2,4") from None
+    if not budgets or min(budgets) < 1:
+        raise DossierError(f"--max-rounds-sweep {value!r}: budgets are whole numbers of rounds from 1")
+    return sorted(budgets)
+
+
+def check_settings(settings) -> None:
+    """Raise a DossierError for Q-Guide settings that cannot run (called by AgentSettings)."""
+    if settings.max_rounds < 1:
+        raise DossierError(f"max_rounds must be at least 1 (got {settings.max_rounds})")
+    if settings.gate not in LEVELS:
+        raise DossierError(f"gate must be one of {', '.join(LEVELS)} (got {settings.gate!r})")
+    if settings.chunk_pages < 1 or not 0 <= settings.chunk_overlap < settings.chunk_pages:
+        raise DossierError(f"need chunk_pages >= 1 and 0 <= chunk_overlap < chunk_pages "
+                           f"(got {settings.chunk_pages} and {settings.chunk_overlap})")
+    parse_tools(settings.tools, vision=True)
+    sweep = parse_sweep(settings.max_rounds_sweep)
+    if sweep and max(sweep) != settings.max_rounds:
+        raise DossierError(f"--max-rounds-sweep {settings.max_rounds_sweep} runs budget {max(sweep)} as the main "
+                           f"line: set --max-rounds {max(sweep)} too (got {settings.max_rounds})")
+
+
+def _narrow(spec: ToolSpec, documents: list[str] | None, pages: int | None) -> ToolSpec:
+    """A perception spec whose `document` may only name these documents and `page` stay within `pages`."""
+    params = copy.deepcopy(spec.parameters)
+    props = params["properties"]
+    if documents:
+        props["document"] = {**props["document"], "enum": sorted(documents)}
+        props["document"].pop("minLength", None)
+    if pages:
+        props["page"] = {**props["page"], "maximum": pages}
+    return ToolSpec(spec.name, spec.description, params)
+
+
+@dataclass(slots=True)
+class Setup:
+    """Everything a Q-Guide episode needs to know about what it may do."""
+
+    tools: list[str]  # names offered, in order (search last when offered)
+    round_schema: dict  # a free turn: perceive with those tools, or submit
+    submit_schema: dict  # the forced turn
+    vision: bool  # page images and crops are shown to the model
+    collection: bool  # no document named: the agent searches the corpus
+    document: str | None  # the document named by the question
+    page_count: int | None  # its pages
+    budgets: list[int]  # T_max values whose answers are recorded (the sweep, else [max_rounds])
+
+
+def setup_for(question, settings, env) -> Setup:
+    """The tools and schemas of one question's episode."""
+    vision = settings.observe == "image"
+    tools = parse_tools(settings.tools, vision)
+    document = question.extra.get("document")
+    page_count = None
+    if document is not None:
+        document = str(document)
+        page_count = env.store.document(document).page_count  # a DossierError naming an unknown document
+    specs = {spec.name: spec for spec in PERCEPTION_TOOLS}
+    documents = [document] if document is not None else (env.documents if settings.cite_known_documents else None)
+    offered = [_narrow(specs[name], documents, page_count) for name in tools]
+    if document is None:
+        offered.append(search_spec())
+        tools = [*tools, SEARCH]
+    citable = documents if settings.cite_known_documents else None
+    budgets = parse_sweep(settings.max_rounds_sweep) or [settings.max_rounds]
+    return Setup(tools, round_schema(offered, citable), submit_schema(citable), vision, document is None, document,
+                 page_count, budgets)

@@ -1,0 +1,279 @@
+"""Q-Guide's loop with scripted policies: rounds, the forced submission, the gate, verification, chunk
+adjudication with arbitration, bad calls as observations, lookups, and budget branches equal to separate runs."""
+
+import json
+
+import pytest
+
+from engine.agents.backend import ScriptedBackend
+from engine.agents.env import AgentEnv
+from engine.agents.qguide import prompts
+from engine.agents.qguide.longdoc import ChunkAnswer, adjudicate, chunk_ranges
+from engine.agents.runner import RolloutRunner
+from engine.agents.settings import AgentSettings
+from engine.datasets import load_predictions
+from engine.datasets.formats import Evidence, Question, write_jsonl
+from tests.pdfs import make_pdf
+
+LONG = [f"Section {i}. Nothing about fees here." for i in range(1, 7)]
+LONG[4] = "Section 5. The annual fee is $120."
+
+
+def make_corpus(root):
+    """A 2-page memo and a 6-page document, ingested and indexed."""
+    from tools.corpus import CorpusStore, IngestConfig, ingest
+    from tools.search import build_index
+
+    make_pdf(root / "pdfs" / "memo.pdf", ["Revenue in 2019 was $48,250 thousand.", "Capital expenditure was $2,740."])
+    make_pdf(root / "pdfs" / "long.pdf", LONG)
+    ingest([root / "pdfs"], root / "corpus", IngestConfig(workers=1))
+    build_index(CorpusStore(root / "corpus"))
+    return root / "corpus"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("qguide"))
+
+
+def q(qid="q1", document="memo", text="What was revenue in 2019?"):
+    extra = {"document": document} if document else {}
+    return Question(qid, text, [["$48,250"]], [Evidence("memo", 1)], extra)
+
+
+def perceive(*calls):
+    return json.dumps({"tool": "perceive", "calls": [{"name": n, "arguments": a} for n, a in calls]})
+
+
+def submit(answer, confidence, citations=()):
+    return json.dumps({"tool": "submit", "answer": [answer], "citations": list(citations), "confidence": confidence})
+
+
+def forced(messages) -> bool:
+    return messages[-1][1] == prompts.FORCED
+
+
+def run(tmp_path, corpus, policy, questions, **settings):
+    settings = AgentSettings(agent="qguide", observe="text", **settings)
+    backend = ScriptedBackend(policy)
+    out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    RolloutRunner(backend, settings, AgentEnv(corpus), out, concurrency=4).run(questions)
+    write_jsonl(out / "questions.jsonl", questions)
+    (out / "run.json").write_text(json.dumps({"agent": "qguide", "questions": "questions.jsonl",
+                                              "settings": settings.to_json()}))
+    preds, errors = load_predictions(out / "predictions.jsonl")
+    assert errors == []
+    trajs = {t["id"]: t for t in map(json.loads, (out / "trajectories.jsonl").read_text().splitlines())}
+    return {p.id: p for p in preds}, trajs, backend
+
+
+def test_parallel_calls_are_one_round_and_each_is_an_observation(tmp_path, corpus):
+    seen = {}
+
+    def policy(qid, turn, messages):
+        if turn == 1:
+            return perceive(("text_recovery", {"document": "memo", "page": 1}),
+                            ("spatial_recovery", {"document": "memo", "page": 1, "mode": "words", "query": "48,250"}),
+                            ("text_recovery", {"document": "memo", "page": 2, "region": [0, 0, 1, 0.5]}))
+        seen["observations"] = messages[-1][1]
+        return submit("$48,250", "high", [{"document": "memo", "page": 1}])
+
+    preds, trajs, _ = run(tmp_path, corpus, policy, [q()], max_rounds=3)
+    t = trajs["q1"]
+    assert [s["role"] for s in t["steps"]] == ["policy", "policy"] and t["qguide"]["turns"] == 2
+    obs = t["steps"][0]["tool_result"]["observations"]
+    assert [o["tool"] for o in obs] == ["text_recovery", "spatial_recovery", "text_recovery"]
+    assert obs[2]["region"] == [0.0, 0.0, 1.0, 0.5] and "Capital expenditure" in obs[2]["content"]["text"]
+    assert "[o1] text_recovery · memo p.1" in seen["observations"] and "[o3]" in seen["observations"]
+    assert t["qguide"]["decision"] == "passed" and t["qguide"]["tool_calls"] == {"text_recovery": 2, "spatial_recovery": 1}
+    assert preds["q1"].answer == ["$48,250"] and preds["q1"].iterations == 2
+    assert t["steps"][0]["context"]["pages"] > 0 and t["steps"][1]["context"]["observations"] > 0
+
+
+def test_the_last_round_is_forced_and_no_submission_is_unknown(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        return perceive(("text_recovery", {"document": "memo", "page": 1}))  # never submits, even when forced
+
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3)
+    schemas = [turn.schema for _, turn in backend.submitted]
+    assert [("perceive" in json.dumps(s)) for s in schemas] == [True, True, False]  # turn 3: submit only
+    assert backend.submitted[2][1].messages[-1][1] == prompts.FORCED
+    t = trajs["q1"]
+    assert [s["role"] for s in t["steps"]] == ["policy", "policy", "forced"]
+    assert "only submit" in t["steps"][2]["tool_result"]["error"]
+    assert preds["q1"].answer == ["Unknown"] and t["qguide"]["decision"] == "no_submission"
+    assert preds["q1"].extra["finish"] == "max_rounds"
+
+
+@pytest.mark.parametrize("confidence,gate,expected", [
+    ("high", "med", "passed"), ("med", "med", "passed"), ("low", "low", "passed"), ("med", "high", "verified"),
+    ("low", "med", "verified"),
+])
+def test_gate_accepts_at_or_above_tau_and_verifies_below(tmp_path, corpus, confidence, gate, expected):
+    def policy(qid, turn, messages):
+        if turn == 1:
+            return perceive(("text_recovery", {"document": "memo", "page": 1}))
+        if turn == 2:
+            return submit("$48,250", confidence)
+        assert "below " + gate in messages[-1][1]
+        return json.dumps({"supported": True, "observation": 1})
+
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], gate=gate)
+    t = trajs["q1"]
+    assert t["qguide"]["decision"] == expected and preds["q1"].answer == ["$48,250"]
+    assert len(backend.submitted) == (3 if expected == "verified" else 2)
+    if expected == "verified":
+        assert t["steps"][-1]["role"] == "verify" and t["steps"][-1]["tool_result"]["supported"] is True
+
+
+@pytest.mark.parametrize("verdict,reason", [
+    ({"supported": False, "observation": 0}, "found no observation"),
+    ({"supported": True, "observation": 7}, "does not exist"),
+    ({"supported": True, "observation": 2}, "a failed tool call"),
+])
+def test_unsupported_low_confidence_answers_are_rewritten_to_unknown(tmp_path, corpus, verdict, reason):
+    def policy(qid, turn, messages):
+        if turn == 1:
+            return perceive(("text_recovery", {"document": "memo", "page": 1}),
+                            ("text_recovery", {"document": "memo", "page": 9}))  # no page 9: an error observation
+        if turn == 2:
+            return submit("$1 billion", "low", [{"document": "memo", "page": 1}])
+        return json.dumps(verdict)
+
+    preds, trajs, _ = run(tmp_path, corpus, policy, [q()])
+    t = trajs["q1"]
+    assert preds["q1"].answer == ["Unknown"] and preds["q1"].citations == [] and t["qguide"]["decision"] == "rewritten"
+    assert reason in t["qguide"]["note"] and t["qguide"]["submitted"] == ["$1 billion"]
+    assert preds["q1"].extra["finish"] == "abstained"
+
+
+def test_below_gate_without_observations_is_rewritten_without_a_model_call(tmp_path, corpus):
+    preds, trajs, backend = run(tmp_path, corpus, lambda qid, turn, m: submit("$48,250", "low"), [q()])
+    assert len(backend.submitted) == 1 and preds["q1"].answer == ["Unknown"]
+    assert "no observation" in trajs["q1"]["qguide"]["note"]
+
+
+def test_a_bad_call_is_an_observation_and_the_episode_continues(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        if turn == 1:
+            return perceive(("no_such_tool", {}), ("text_recovery", {"document": "memo", "page": 1, "region": [2, 0, 1, 1]}))
+        if turn == 2:
+            assert "error: tool 'no_such_tool' is not offered" in messages[-1][1]
+            assert "[o2] text_recovery" in messages[-1][1] and "outside the page" in messages[-1][1]
+            return '{"tool": "perceive", "calls": ['  # cut off: malformed, fed back
+        assert "not a valid turn" in messages[-1][1]
+        return submit("$48,250", "high")
+
+    preds, trajs, _ = run(tmp_path, corpus, policy, [q()], max_rounds=4)
+    t = trajs["q1"]
+    assert preds["q1"].answer == ["$48,250"] and t["qguide"]["turns"] == 3
+    assert [o.get("error") is not None for o in t["steps"][0]["tool_result"]["observations"]] == [True, True]
+    assert t["steps"][1]["tool_call"] is None and "invalid JSON" in t["steps"][1]["tool_result"]["error"]
+
+
+def test_targeted_lookup_is_a_model_turn_of_its_own(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        if messages[0][1] == prompts.LOOKUP_SYSTEM:
+            assert "Revenue in 2019" in messages[-1][1] and "Question: Which year?" in messages[-1][1]
+            return json.dumps({"answer": "2019"})
+        if turn == 1:
+            return perceive(("targeted_lookup", {"document": "memo", "page": 1, "question": "Which year?"}),
+                            ("text_recovery", {"document": "memo", "page": 2}))
+        assert "[o1] targeted_lookup" in messages[-1][1] and "answer: 2019" in messages[-1][1]
+        return submit("$48,250", "high")
+
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()])
+    roles = [s["role"] for s in trajs["q1"]["steps"]]
+    assert roles == ["policy", "lookup", "policy"]
+    assert trajs["q1"]["steps"][0]["tool_result"]["observations"][0]["content"]["answer"] == "2019"
+    assert backend.submitted[1][1].schema["properties"].keys() == {"answer"}
+
+
+def test_collection_questions_may_search(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        if turn == 1:
+            assert "search(query)" in messages[0][1]
+            return perceive(("search", {"query": "revenue 2019"}))
+        assert "File: memo, Page: 1" in messages[-1][1]
+        return submit("$48,250", "high", [{"document": "memo", "page": 1}])
+
+    preds, trajs, _ = run(tmp_path, corpus, policy, [q(document=None)])
+    obs = trajs["q1"]["steps"][0]["tool_result"]["observations"][0]
+    assert obs["tool"] == "search" and obs["content"]["pages"][0] == {"document": "memo", "page": 1}
+    assert preds["q1"].search_history == ["revenue 2019"] and trajs["q1"]["qguide"]["mode"] == "collection"
+
+
+def test_adjudication_weights_abstentions_and_ties():
+    assert chunk_ranges(6, 2, 0) == [(1, 2), (3, 4), (5, 6)] and chunk_ranges(8, 4, 1) == [(1, 4), (4, 7), (7, 8)]
+    vote = adjudicate([ChunkAnswer(["A"], "low"), ChunkAnswer(["B"], "med"), ChunkAnswer(["Unknown"], "high")])
+    assert vote.votes == {"a": 1, "b": 2} and vote.winner == 1  # med (2) beats low (1); Unknown does not vote
+    vote = adjudicate([ChunkAnswer(["1,284"], "low"), ChunkAnswer(["1284."], "low"), ChunkAnswer(["B"], "med")])
+    assert vote.votes == {"1284": 2, "b": 2} and vote.winner is None and vote.tied == [0, 2]
+    vote = adjudicate([ChunkAnswer(["A"], "high"), ChunkAnswer(["B"], "low"), ChunkAnswer(["B"], "low"),
+                       ChunkAnswer(["B"], "low")])
+    assert vote.winner is None and vote.tied == [0, 1]  # 3 vs 1 + 1 + 1
+    vote = adjudicate([ChunkAnswer(["Unknown"], "high"), ChunkAnswer(["A"], None)])
+    assert vote.votes == {} and vote.winner is None and vote.tied == []
+
+
+def test_long_documents_are_chunked_adjudicated_and_ties_arbitrated(tmp_path, corpus):
+    answers = {1: ("$100", "med"), 2: ("$120", "med"), 3: ("Unknown", "high")}  # chunks: pages 1-2, 3-4, 5-6
+
+    def policy(qid, turn, messages):
+        if qid.endswith("#chunk1") or qid.endswith("#chunk2") or qid.endswith("#chunk3"):
+            answer, confidence = answers[int(qid[-1])]
+            return submit(answer, confidence)
+        assert "Candidate 1: ['$100'] (confidence med)" in messages[-1][1] and "Candidate 2: ['$120']" in messages[-1][1]
+        return json.dumps({"choice": 2})
+
+    question = Question("f1", "What is the annual fee?", [["$120"]], [Evidence("long", 5)], {"document": "long"})
+    preds, trajs, backend = run(tmp_path, corpus, policy, [question], chunk_pages=2, chunk_overlap=0, gate="low")
+    t = trajs["f1"]
+    assert t["qguide"]["mode"] == "chunked" and [c["pages"] for c in t["qguide"]["chunks"]] == [[1, 2], [3, 4], [5, 6]]
+    assert t["qguide"]["adjudication"]["3"]["votes"] == {"$100": 2, "$120": 2}
+    assert t["qguide"]["adjudication"]["3"]["tied"] == [0, 1] and "chose candidate 2" in t["qguide"]["adjudication"]["3"]["arbitration"]
+    assert preds["f1"].answer == ["$120"] and [s["role"] for s in t["steps"]][-1] == "arbitrate"
+    assert [s.get("chunk") for s in t["steps"][:3]] == [1, 2, 3]
+    # chunk 2 holds pages 3-4 in context, labelled
+    chunk2 = [turn for qid, turn in backend.submitted if qid == "f1#chunk2"][0]
+    assert "File: long, Page: 3" in chunk2.messages[1][1] and "File: long, Page: 5" not in chunk2.messages[1][1]
+
+
+def test_a_clear_majority_needs_no_arbitration(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        return submit({"1": "$100", "2": "$120", "3": "$120"}[qid[-1]], "low")
+
+    question = Question("f2", "What is the annual fee?", [["$120"]], [Evidence("long", 5)], {"document": "long"})
+    preds, trajs, backend = run(tmp_path, corpus, policy, [question], chunk_pages=2, chunk_overlap=0, gate="low")
+    assert preds["f2"].answer == ["$120"] and len(backend.submitted) == 3
+    assert trajs["f2"]["qguide"]["adjudication"]["3"] == {"votes": {"$100": 1, "$120": 2}, "winner": 1, "tied": []}
+
+
+def _budget_policy(qid, turn, messages):
+    """Deterministic in the conversation: perceives page 1 then 2 then 1..., submits when forced.
+
+    Its confidence grows with the observations it has, so budgets differ in answer and gate outcome.
+    """
+    seen = sum(m[1].count("[o") for m in messages[1:] if isinstance(m[1], str))
+    if messages[-1][1] == prompts.FORCED:
+        return submit(f"after {seen}", ("low", "med", "high")[min(seen, 2)])
+    if "below" in messages[-1][1]:
+        return json.dumps({"supported": seen > 0, "observation": 1 if seen else 0})
+    if seen >= 4:
+        return submit("done", "high")
+    return perceive(("text_recovery", {"document": "memo", "page": 1 + seen % 2}))
+
+
+def test_budget_sweep_branches_equal_separate_runs(tmp_path, corpus):
+    questions = [q(), q("q2", text="What was capital expenditure?")]
+    _, sweep, _ = run(tmp_path, corpus, _budget_policy, questions, max_rounds=6, max_rounds_sweep="1-6")
+    budget = sweep["q1"]["qguide"]["budget"]
+    assert sorted(budget, key=int) == ["1", "2", "3", "4", "5", "6"]
+    for k in range(1, 7):
+        _, alone, _ = run(tmp_path, corpus, _budget_policy, questions, max_rounds=k)
+        for qid in ("q1", "q2"):
+            mine = {key: alone[qid]["qguide"][key] for key in ("answer", "decision", "turn", "confidence")}
+            assert {key: sweep[qid]["qguide"]["budget"][str(k)][key] for key in mine} == mine, (qid, k)
+    assert budget["1"]["answer"] == ["Unknown"] and budget["6"]["answer"] == ["done"]
+    branches = [s for s in sweep["q1"]["steps"] if "branch" in s]
+    assert {s["branch"] for s in branches} == {1, 2, 3, 4, 5}  # the main line answered T_max = 6 itself
