@@ -17,7 +17,7 @@ from engine.datasets.formats import Evidence
 from tools.schema import ToolSpec
 
 __all__ = ["SearchCall", "AnswerCall", "Malformed", "search_spec", "answer_spec", "tool_call_schema", "parse_tool_call",
-           "MAX_QUERY_CHARS"]
+           "parse_citations", "MAX_QUERY_CHARS"]
 
 # Bounds in the schema keep a weak model from looping inside a string or a list until the
 # token limit cuts the call off (SmolLM2 repeats list items endlessly without them).
@@ -132,14 +132,19 @@ def parse_tool_call(raw: str, allow_search: bool = True) -> SearchCall | AnswerC
             answer = [answer]
         if not isinstance(answer, list) or not answer or not all(isinstance(a, (str, int, float)) for a in answer):
             return Malformed("answer needs 'answer' as a list of strings")
-        citations = []
-        for item in args.get("citations") or []:
-            try:
-                citations.append(Evidence.from_json(item, "citation"))
-            except Exception:  # a bad citation costs the citation, not the answer
-                continue
-        return AnswerCall([str(a).strip() for a in answer], list(dict.fromkeys(citations)), truncated)
+        return AnswerCall([str(a).strip() for a in answer], parse_citations(args.get("citations")), truncated)
     return Malformed(f"unknown tool {tool!r}; use 'search' or 'answer'")
+
+
+def parse_citations(items) -> list[Evidence]:
+    """The well-formed citations of a call, each once, in order; a bad one costs itself, not the answer."""
+    citations = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            citations.append(Evidence.from_json(item, "citation"))
+        except Exception:
+            continue
+    return list(dict.fromkeys(citations))
 
 
 def _cut_answer(text: str) -> dict | None:

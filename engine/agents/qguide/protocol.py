@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from engine.agents.protocol import MAX_ANSWER_CHARS, MAX_ITEMS, Malformed, answer_spec
+from engine.agents.protocol import MAX_ANSWER_CHARS, MAX_ITEMS, Malformed, answer_spec, parse_citations
 from engine.datasets.formats import Evidence
 from tools.schema import ToolSpec
 
@@ -127,13 +127,9 @@ def parse_turn(raw: str, allow_tools: bool, tool_names: list[str]) -> PerceiveCa
         confidence = obj.get("confidence")
         if confidence not in LEVELS:
             return Malformed(f"submit needs 'confidence': one of {', '.join(LEVELS)}")
-        citations = []
-        for item in (obj.get("citations") or [])[:MAX_ITEMS]:
-            try:
-                citations.append(Evidence.from_json(item, "citation"))
-            except Exception:  # a bad citation costs the citation, not the answer
-                continue
-        return SubmitCall([str(a).strip() for a in answer], list(dict.fromkeys(citations)), confidence)
+        citations = parse_citations((obj.get("citations") or [])[:MAX_ITEMS] if isinstance(obj.get("citations"), list)
+                                    else None)
+        return SubmitCall([str(a).strip() for a in answer], citations, confidence)
     return Malformed(f"unknown tool {tool!r}; use 'perceive' or 'submit'")
 
 
