@@ -277,3 +277,21 @@ def test_budget_sweep_branches_equal_separate_runs(tmp_path, corpus):
     assert budget["1"]["answer"] == ["Unknown"] and budget["6"]["answer"] == ["done"]
     branches = [s for s in sweep["q1"]["steps"] if "branch" in s]
     assert {s["branch"] for s in branches} == {1, 2, 3, 4, 5}  # the main line answered T_max = 6 itself
+
+
+def test_a_call_repeated_in_one_round_runs_once(tmp_path, corpus):
+    lookup = ("targeted_lookup", {"document": "memo", "page": 1, "question": "Which year?"})
+    text = ("text_recovery", {"document": "memo", "page": 1})
+
+    def policy(qid, turn, messages):
+        if messages[0][1] == prompts.LOOKUP_SYSTEM:
+            return json.dumps({"answer": "2019"})
+        if turn == 1:
+            return perceive(lookup, text, lookup, text)
+        assert "[o3] targeted_lookup: the same call as [o1]" in messages[-1][1]
+        assert "[o4] text_recovery: the same call as [o2]" in messages[-1][1]
+        return submit("$48,250", "high")
+
+    _, trajs, backend = run(tmp_path, corpus, policy, [q()])
+    assert [s["role"] for s in trajs["q1"]["steps"]] == ["policy", "lookup", "policy"]  # one reader turn, not two
+    assert len(trajs["q1"]["steps"][0]["tool_result"]["observations"]) == 4 and trajs["q1"]["qguide"]["observations"] == 4

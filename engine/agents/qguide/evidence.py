@@ -47,6 +47,8 @@ def run_round(calls: list[tuple[str, dict]], toolkit, env, offered: list[str], k
 
     Returns:
         (one Observation or LookupRequest per call, in call order; the round's wall seconds).
+        A call repeated within the round runs once: its repeats get the same object, shown to the
+        model as a pointer to the first (`format_observation`'s `same_as`).
     """
     def one(call: tuple[str, dict]):
         name, arguments = call
@@ -60,12 +62,15 @@ def run_round(calls: list[tuple[str, dict]], toolkit, env, offered: list[str], k
         return toolkit.call(name, arguments)
 
     start = time.perf_counter()
-    if len(calls) == 1:
-        results = [one(calls[0])]
+    keys = [json.dumps([name, arguments], sort_keys=True, default=str) for name, arguments in calls]
+    unique = list(dict.fromkeys(keys))  # a call repeated in one round runs once (small models repeat calls)
+    by_key = dict(zip(keys, calls))
+    if len(unique) == 1:
+        done = {unique[0]: one(by_key[unique[0]])}
     else:
-        with ThreadPoolExecutor(len(calls), thread_name_prefix="qguide-call") as pool:
-            results = list(pool.map(one, calls))
-    return results, time.perf_counter() - start
+        with ThreadPoolExecutor(len(unique), thread_name_prefix="qguide-call") as pool:
+            done = dict(zip(unique, pool.map(one, [by_key[key] for key in unique])))
+    return [done[key] for key in keys], time.perf_counter() - start
 
 
 def _round(values) -> list:
@@ -117,8 +122,15 @@ def _content_text(obs: Observation, vision: bool) -> str:
     return json.dumps(obs.to_json(images="placeholder").get("content"), ensure_ascii=False)
 
 
-def format_observation(index: int, obs: Observation, vision: bool, max_chars: int) -> list:
-    """One observation as message parts: a labelled text block, then its images (vision models only)."""
+def format_observation(index: int, obs: Observation, vision: bool, max_chars: int, same_as: int | None = None) -> list:
+    """One observation as message parts: a labelled text block, then its images (vision models only).
+
+    Args:
+        same_as: the index of an earlier observation of this round made by the identical call; the
+            block then only points to it.
+    """
+    if same_as is not None:
+        return [f"[o{index}] {obs.tool}: the same call as [o{same_as}]\n"]
     where = []
     if obs.document is not None:
         where.append(f"{obs.document} p.{obs.page}")

@@ -237,7 +237,7 @@ class Loop:
     def on_tool_result(self, result):
         results, seconds = result
         self._pending["timing"]["tool_s"] = round(seconds, 4)
-        lookups = [r for r in results if isinstance(r, LookupRequest)]
+        lookups = list({id(r): r for r in results if isinstance(r, LookupRequest)}.values())  # a repeated call reads once
         if not lookups:
             return self._close_round(results)
         self._round, self._awaiting = results, "lookups"
@@ -258,15 +258,10 @@ class Loop:
             self._forced = False
             return waiting
         assert awaiting == "lookups", f"children came back while awaiting {awaiting!r}"
-        replies = iter(children)
-        results = []
-        for item in self._round:
-            if isinstance(item, LookupRequest):
-                child = next(replies)
-                results.append(child.observation)
-                self.steps.extend(child.steps)
-            else:
-                results.append(item)
+        answered = {id(child.request): child.observation for child in children}
+        for child in children:
+            self.steps.extend(child.steps)
+        results = [answered[id(item)] if isinstance(item, LookupRequest) else item for item in self._round]
         self._round = None
         return self._close_round(results)
 
@@ -277,8 +272,10 @@ class Loop:
         self._pending = None
         role, s = self.settings.message_role, self.settings
         parts: list = []
+        shown: dict[int, int] = {}  # id of an observation object -> the index it was first shown under
         for index, obs in enumerate(results, start=first):
-            parts += format_observation(index, obs, self.setup.vision, s.page_chars)
+            parts += format_observation(index, obs, self.setup.vision, s.page_chars, shown.get(id(obs)))
+            shown.setdefault(id(obs), index)
         content = "".join(parts) if all(isinstance(p, str) for p in parts) else parts
         self._next = [(role, content, "observations")]
         return self._advance()
