@@ -92,6 +92,7 @@ def load_adapter(
     quantization: str | None = None,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
+    lora: str | os.PathLike | None = None,
 ) -> ModelAdapter:
     """Build the adapter for `model` with its weights on `device` in `dtype`.
 
@@ -108,6 +109,8 @@ def load_adapter(
     from transformers import AutoConfig
 
     built = shape(str(model))
+    if built is not None and lora is not None:
+        raise DossierError(f"a LoRA adapter needs real weights; {str(model)!r} is a random-weight shape")
     if built is not None:
         family, config = built
         adapter = build_adapter(family, config, None, str(model), device, dtype, min_pixels, max_pixels)
@@ -118,7 +121,12 @@ def load_adapter(
         name = Path(str(model)).name if str(model) != "default" else "SmolLM2-135M-Instruct"
         family = family_for(config.model_type, str(model))
         adapter = build_adapter(family, config, folder, name, device, dtype, min_pixels, max_pixels)
-        adapter.load_weights(_read_tensors(folder))
+        tensors = _read_tensors(folder)
+        if lora is not None:
+            from models.adapters import merge_lora
+
+            tensors = merge_lora(tensors, lora)
+        adapter.load_weights(tensors)
     if quantization is not None:
         from models.quantize import quantize_linears
 

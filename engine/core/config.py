@@ -52,6 +52,9 @@ class EngineConfig:
     # Threads of the forward pass on the CPU; None adapts them to the load other processes put on
     # the machine, re-read every 2 s (engine/core/threads.py). Ignored on a GPU.
     cpu_threads: int | None = None
+    # A LoRA adapter directory (peft format, e.g. from `dossier train queries`) merged into the
+    # weights at load; None runs the base model.
+    lora: str | None = None
     # Seed for requests that do not give their own (sampling with temperature > 0).
     seed: int = 0
     # Vision-language models: smallest and largest image area after resizing, in pixels

@@ -125,6 +125,7 @@ def train_lora(model_dir: Path, train_examples: list[dict], eval_examples: list[
     from datasets import Dataset
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     if not train_examples:
@@ -154,8 +155,10 @@ def train_lora(model_dir: Path, train_examples: list[dict], eval_examples: list[
         logging_steps=1, save_strategy="no", eval_strategy="epoch" if eval_set is not None else "no",
         report_to=[], seed=settings.seed, data_seed=settings.seed, max_length=None, bf16=settings.bf16,
         use_cpu=device == "cpu", disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False,
-        completion_only_loss=None, dataset_num_proc=None, pad_token=tokenizer.pad_token or tokenizer.eos_token,
+        completion_only_loss=None, dataset_num_proc=None,
     )
+    if tokenizer.pad_token is None:  # padding is masked by the attention mask and -100 labels, so any token does
+        tokenizer.pad_token = tokenizer.eos_token
 
     train_losses: list[dict] = []
     eval_losses: list[dict] = []
@@ -173,6 +176,7 @@ def train_lora(model_dir: Path, train_examples: list[dict], eval_examples: list[
 
     trainer = SFTTrainer(model=model, args=args, train_dataset=train_set, eval_dataset=eval_set,
                          processing_class=tokenizer, callbacks=[_Record()])
+    trainer.remove_callback(PrinterCallback)  # it prints every log dict on stdout; progress goes through `progress`
     initial = float(trainer.evaluate()["eval_loss"]) if eval_set is not None else None
     started = time.perf_counter()
     trainer.train()
