@@ -20,6 +20,7 @@ from engine.cli import search as search_cli
 from engine.cli import serve as serve_cli
 from engine.cli import studio as studio_cli
 from engine.cli import tools as tools_cli
+from engine.cli import train as train_cli
 
 app = typer.Typer(
     name="dossier",
@@ -41,7 +42,7 @@ def _root() -> None:
 
 # Each command group lives in its own module with a `register(app)` function.
 for _module in (corpus_cli, search_cli, data_cli, run_cli, eval_cli, tools_cli, chat_cli, serve_cli, bench_cli, info_cli,
-                studio_cli):
+                studio_cli, train_cli):
     _module.register(app)
 
 

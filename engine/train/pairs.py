@@ -87,6 +87,18 @@ def _search_of(step: dict) -> tuple[str, list] | None:
     return query.strip(), result.get("pages") or []
 
 
+def _step_number(step: dict, index: int) -> int:
+    try:
+        return int(step.get("step") or index + 1)
+    except (TypeError, ValueError):
+        return index + 1
+
+
+def _is_agent_turn(step: dict) -> bool:
+    call = step.get("tool_call")
+    return not isinstance(call, dict) or call.get("name") in ("search", "answer")
+
+
 def _model_text(step: dict) -> str | None:
     """What the model said at a step: its raw output, else the canonical JSON of its call (human steps)."""
     if isinstance(step.get("raw_output"), str) and step["raw_output"].strip():
@@ -148,7 +160,9 @@ def _episode_pairs(record: TrajectoryRecord, settings: AgentSettings, env, filte
     episode = Episode(question, settings, env)
     turn = episode.first_turn()
     history: list[tuple[str, str]] = list(turn.messages)
-    steps = [s for s in record.raw["steps"] if isinstance(s, dict)]
+    # steps the agent's conversation has: its tool calls and malformed turns; a person's page views and
+    # evidence marks in the studio are not turns of the agent and are left out of the replay
+    steps = [s for s in record.raw["steps"] if isinstance(s, dict) and _is_agent_turn(s)]
     out: list[QueryPair] = []
     searches = 0
     for index, step in enumerate(steps):
@@ -158,7 +172,7 @@ def _episode_pairs(record: TrajectoryRecord, settings: AgentSettings, env, filte
             query, pages = search
             rank = gold_rank(pages, gold)
             if rank is not None and turn.allow_search:
-                out.append(QueryPair(question.id, documents, record.source, record.annotator, index + 1, searches,
+                out.append(QueryPair(question.id, documents, record.source, record.annotator, _step_number(step, index), searches,
                                      list(history), search_target(query), query, rank))
             if filters.first_query_only:
                 break

@@ -6,8 +6,8 @@ queries would have worked. For each question, candidate queries are combinations
 corpus first), optionally with one distinctive word of the gold page the question lacks (its
 tf-idf highest; numbers are never used, since the answer is often one). Each candidate is
 searched exactly as the agent's search tool would (same query language, same k); those that
-return a gold page are kept, ranked: question words only first, then a better gold rank, then
-about three words.
+return a gold page are kept, ranked: question words only first, then those holding the rarest
+question word (most often the company), then a better gold rank, then about three words.
 
 Each mined question becomes an episode replayed through the agent's own state machine — the
 best query as a search turn, then an answer turn with the gold answer citing the gold pages
@@ -81,7 +81,7 @@ def mine_question(env, question: Question, settings: AgentSettings, config: Mine
             page_counts.update(t.text for t in analyze(env.store.page(document, page).text))
         except DossierError:
             continue  # a gold page missing from the corpus: nothing to mine from it
-    asked = list(dict.fromkeys(t.text for t in analyze(question.question)))
+    asked = list(dict.fromkeys(t.text for t in analyze(question.question) if len(t.text) > 1))  # "s" of "3M's"
     shared = sorted((t for t in asked if t in page_counts and df(t) > 0), key=lambda t: (df(t), asked.index(t)))
     shared = shared[:config.pool]
     answer_words = {t.text for variant in question.answer_variants for part in variant for t in analyze(part)}
@@ -108,7 +108,10 @@ def mine_question(env, question: Question, settings: AgentSettings, config: Mine
         rank = next((r for r, h in enumerate(hits, start=1) if (h.document, h.page) in gold), None)
         if rank is not None:
             found.append(MinedQuery(query, len(combo), int(word is not None), rank, pages))
-    found.sort(key=lambda m: (m.page_terms, m.gold_rank, abs(m.question_terms + m.page_terms - 3), m.query))
+    # the rarest question word is most often the company or product: queries with it teach one consistent habit
+    rarest = shared[0] if shared else None
+    found.sort(key=lambda m: (m.page_terms, rarest not in m.query.split(), m.gold_rank,
+                              abs(m.question_terms + m.page_terms - 3), m.query))
     return found[:config.max_queries], tried
 
 

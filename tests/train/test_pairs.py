@@ -88,9 +88,10 @@ def test_hand_made_human_trajectories_take_precedence_and_are_replayed(agent_run
     # a person searched twice for q1 (no raw outputs, no tokens: the studio records calls and results)
     steps = [{"step": 1, "tool_call": {"name": "search", "arguments": {"query": "outlook"}},
               "tool_result": {"pages": [{"document": "report", "page": 3}]}},
-             {"step": 2, "tool_call": {"name": "search", "arguments": {"query": "revenue"}},
+             {"step": 2, "tool_call": {"name": "view_page", "arguments": {"document": "report", "page": 3}}},
+             {"step": 3, "tool_call": {"name": "search", "arguments": {"query": "revenue"}},
               "tool_result": {"pages": [{"document": "report", "page": 1}]}},
-             {"step": 3, "tool_call": {"name": "answer", "arguments": {"answer": ["$48,250"], "citations": []}}}]
+             {"step": 4, "tool_call": {"name": "answer", "arguments": {"answer": ["$48,250"], "citations": []}}}]
     write_jsonl(human / "trajectories.jsonl", [{"id": "q1", "question": "What was revenue in 2019?",
                                                 "annotator": "ann-1", "steps": steps}])
     records, _ = load_runs([run, human])
