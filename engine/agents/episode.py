@@ -110,10 +110,11 @@ class Episode:
         self._input_delta = "\n\n".join(f"<{role}> {_as_text(content)}" for role, content in messages)
         return Turn(messages, allow_search)
 
-    def _observation(self, content) -> Turn:
-        """The next turn after a tool result or an error: observation (text or parts) + turns-left footer."""
-        allow = self.turns_left > 1
-        footer = prompts.turn_footer(self.turns_left)
+    def _observation(self, content, stop: bool = False) -> Turn:
+        """The next turn after a tool result or an error: observation (text or parts) + turns-left footer.
+        With `stop` (the stop rule fired) the turn must answer."""
+        allow = self.turns_left > 1 and not stop
+        footer = f"\n\n{prompts.STOP_RULE}" if stop else prompts.turn_footer(self.turns_left)
         content = content + footer if isinstance(content, str) else [*content, footer.lstrip("\n")]
         return self._turn([(self.settings.message_role, content)], allow)
 
@@ -189,7 +190,18 @@ class Episode:
                 text = prompts.format_hits(pending.call.query, [(h.document, h.page, h.text) for h in hits])
         if self.turns_left <= 0:
             return self._finish("max_iterations")
+        if self.settings.stop_rule and self.turns_left > 1 and self._stop_rule_fires(pending.record):
+            return self._observation(text, stop=True)
         return self._observation(text)
+
+    def _stop_rule_fires(self, record: dict) -> bool:
+        """Ask the learned stop rule (engine/train/stop_rule.py) whether searching on would help; record its verdict."""
+        from engine.train.stop_rule import load_stop_rule
+
+        fires, probability = load_stop_rule(self.settings.stop_rule).decide(self.steps, self.question.question,
+                                                                            self.settings.max_iterations)
+        record["stop_rule"] = {"probability": round(probability, 4), "fired": fires}
+        return fires
 
     def on_children(self, children) -> Done:
         raise AssertionError("the BM25-family agents spawn no child episodes")

@@ -8,7 +8,8 @@ possible, the document's own words, no sentences; cite each source page once.
 from __future__ import annotations
 
 __all__ = ["SEARCH_AGENT_SYSTEM", "READER_SYSTEM", "CLOSED_BOOK_SYSTEM", "format_hits", "format_question",
-           "format_hit_images", "turn_footer", "NO_HITS", "MALFORMED", "for_images", "repeated_search", "retry_hint"]
+           "format_hit_images", "turn_footer", "NO_HITS", "MALFORMED", "STOP_RULE", "for_images", "repeated_search",
+           "retry_hint"]
 
 # No example values: the tiny default model copies any example answer verbatim, and the
 # structured-output schema already fixes the JSON shape, so the tools are described in words.
@@ -44,6 +45,8 @@ CLOSED_BOOK_SYSTEM = """\
 You answer a question about a company or organisation document without seeing the document.
 Call the answer tool, as a JSON object: its "answer" is a list with your answer, and its \
 "citations" list is empty. Use as few words as possible; no full sentences. Give your best guess."""
+
+STOP_RULE = "More searching is unlikely to find better pages: answer now with the answer tool, from the pages you have read."
 
 NO_HITS = "No pages match this query. Try fewer words, synonyms, OR between alternatives, or a wildcard."
 

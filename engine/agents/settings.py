@@ -43,6 +43,7 @@ class AgentSettings:
     chunk_pages: int = 4  # pages per chunk of a long named document (each chunk its own episode)
     chunk_overlap: int = 1  # pages consecutive chunks share
     max_rounds_sweep: str = ""  # e.g. "1-6": also record the answer at each of these T_max (branches of one run)
+    stop_rule: str | None = None  # a learned stop rule (JSON from `dossier train stop`) that forces the answer when it fires
 
     def __post_init__(self):
         agent_spec(self.agent)  # a DossierError naming the registered agents when unknown

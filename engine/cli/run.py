@@ -19,7 +19,8 @@ __all__ = ["register", "start_run"]
 def _metadata(settings, model: str, questions: Path, corpus: Path | None, engine_config: dict) -> dict:
     from importlib.metadata import version
 
-    return {"agent": settings.agent, "model": model, "questions": str(questions.resolve()),
+    return {"agent": settings.agent, "model": model, "adapter": engine_config.get("lora"),
+            "questions": str(questions.resolve()),
             "corpus": str(corpus.resolve()) if corpus else None, "settings": settings.to_json(),
             "seed": settings.seed, "engine": engine_config, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "dossier_version": version("dossier")}
@@ -38,7 +39,7 @@ def _check_resume(out: Path, meta: dict) -> None:
     if isinstance(old.get("settings"), dict):  # settings added since that run was started take their defaults
         # ... except the loop: runs from before it existed ran MADQA's
         old["settings"] = AgentSettings(agent=old.get("agent", "bm25")).to_json() | {"loop": "madqa"} | old["settings"]
-    keys = ("agent", "model", "questions", "corpus", "settings")
+    keys = ("agent", "model", "adapter", "questions", "corpus", "settings")
     diffs = [k for k in keys if old.get(k) != meta.get(k)]
     if diffs:
         raise DossierError(f"{out} holds a run with different {', '.join(diffs)}; "
@@ -163,6 +164,10 @@ def run_cmd(
                                            "step (greedy decoding ignores it).")] = 0,
     extract_iterations: Annotated[int, typer.Option(help="workflow: model turns of each per-document extraction "
                                                          "episode (the last must answer).")] = 4,
+    adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (`dossier train queries`), merged "
+                                                     "into the weights at load.")] = None,
+    stop_rule: Annotated[Path | None, typer.Option(help="A learned stop rule (`dossier train stop`): forces the "
+                                                       "answer when it predicts more searching won't help.")] = None,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     quantization: QuantizationOpt = None,
@@ -210,6 +215,13 @@ def run_cmd(
                                chunk_overlap=chunk_overlap, max_rounds_sweep=max_rounds_sweep)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization,
                          cpu_threads=parse_threads(threads))
+    if adapter is not None:
+        engine_kwargs["lora"] = str(adapter.resolve())
+    if stop_rule is not None:
+        from engine.train.stop_rule import StopRule
+
+        StopRule.load(stop_rule)  # a bad file stops the run before the model loads
+        settings_kwargs["stop_rule"] = str(stop_rule.resolve())
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human)
     if fmt is OutputFormat.json:

@@ -283,6 +283,54 @@ def queries_cmd(
     typer.echo(f"wrote {out} (README.md card); run it with: dossier run --adapter {out} ...")
 
 
+@train_app.command("stop")
+def stop_cmd(
+    trajectories: RunsOpt,
+    out: Annotated[Path, typer.Option(help="The stop rule's JSON file (give it to `dossier run --stop-rule`).")],
+    questions: QuestionsOpt = None,
+    kind: Annotated[str, typer.Option(help="logistic (logistic regression) or gb (gradient-boosted trees).")] = "logistic",
+    max_lost: Annotated[float, typer.Option(help="Share of helpful continuations the threshold may cut, on the "
+                                                 "training side.")] = 0.1,
+    heldout_share: Annotated[float, typer.Option(help="Share of questions held out by document for the report "
+                                                      "(0: fit on all).")] = 0.3,
+    min_searches: Annotated[int, typer.Option(help="The rule never fires before this many searches.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed of the split and the fit.")] = 0,
+    fmt: FormatOpt = OutputFormat.human,
+) -> None:
+    """Fit a stop rule predicting "searching on won't help" from agent trajectories (scikit-learn).
+
+    Each search of each episode is a row: features the agent has at that moment (searches,
+    turns left, new pages, query overlap, time since a new page of the recurring document...)
+    and the label "no later search found a new gold page". Questions are held out by document;
+    the report simulates the rule on held-out episodes. Its real effect on accuracy and Kuiper
+    comes from `dossier run --stop-rule OUT` and `dossier eval`.
+
+    Example:
+        $ dossier train stop -t runs/bm25-train --out stop.json
+        fitted logistic on 212 searches of 41 episodes (label "won't help" 203); threshold 0.41; AUC 0.83
+        held out (18 episodes): searches 3.72 -> 1.56 per question, 0 gold pages lost, accuracy 0.0% -> 0.0% (at budget)
+        wrote stop.json; use it: dossier run --stop-rule stop.json ...
+    """
+    from engine.train.stop_training import StopTraining, train_stop_rule
+
+    report = train_stop_rule(StopTraining(list(trajectories), out, questions, kind, max_lost, heldout_share, seed,
+                                          min_searches))
+    if fmt is OutputFormat.json:
+        emit_json({"out": str(out), **report})
+        return
+    train = report["train"]
+    auc = "undefined" if train["auc"] is None else f"{train['auc']:.2f}"
+    typer.echo(f"fitted {kind} on {train['searches']} searches of {train['episodes']} episodes (label \"won't help\" "
+               f"{train['label_wont_help']}); threshold {report['threshold']:.3g}; AUC {auc}")
+    held = report.get("heldout")
+    if held:
+        sim = held["simulation"]
+        typer.echo(f"held out ({held['episodes']} episodes): searches {sim['searches_per_question']:.2f} -> "
+                   f"{sim['searches_per_question_with_rule']:.2f} per question, {sim['gold_pages_lost']} gold pages lost, "
+                   f"accuracy {_pct(sim['accuracy'])} -> {_pct(sim['accuracy_at_budget_with_rule'])} (at budget)")
+    typer.echo(f"wrote {out}; use it: dossier run --stop-rule {out} ...")
+
+
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 

@@ -47,7 +47,7 @@ def generate_first_queries(engine, settings: AgentSettings, questions: list[Ques
         turn = Episode(question, settings, None).first_turn()
         handle = backend.open(question.id)
         backend.append(handle, turn.messages)
-        tickets[backend.submit(handle, turn.allow_search, settings.seed)] = (question.id, handle, turn.allow_search)
+        tickets[backend.submit(handle, turn, settings.seed)] = (question.id, handle, turn.allow_search)
     out: dict[str, tuple[str | None, str]] = {}
     while backend.has_pending():
         for ticket, output in backend.step():

@@ -18,7 +18,8 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from engine.agents.episode import Done, Episode, ToolJob
+from engine.agents.actions import Done, ToolJob
+from engine.agents.episode import Episode
 from engine.agents.settings import AgentSettings
 from engine.train.records import SOURCES, TrajectoryRecord
 
@@ -186,7 +187,7 @@ def _episode_pairs(record: TrajectoryRecord, settings: AgentSettings, env, filte
             skipped["later turns need the corpus (--corpus) to rebuild observations"] += 1
             break
         history.append(("assistant", text))
-        action = episode.on_output(text, turn.allow_search, {}, 0.0)
+        action = episode.on_output(text, turn, {}, 0.0)
         if isinstance(action, ToolJob):
             action = episode.on_tool_result(action.run())
         if isinstance(action, Done):

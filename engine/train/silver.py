@@ -23,7 +23,8 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from engine.agents.episode import Episode, ToolJob
+from engine.agents.actions import ToolJob, Turn
+from engine.agents.episode import Episode
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question
 from tools.errors import DossierError
@@ -126,13 +127,14 @@ def silver_episode(env, question: Question, settings: AgentSettings, mined: list
     turn = episode.first_turn()
     if mined:
         best = mined[0]
-        action = episode.on_output(json.dumps({"tool": "search", "query": best.query}), turn.allow_search, {}, 0.0)
+        action = episode.on_output(json.dumps({"tool": "search", "query": best.query}), turn, {}, 0.0)
         assert isinstance(action, ToolJob), "a mined query must parse as a search call"
         episode.on_tool_result(action.run())
         gold = {(e.document, e.page) for e in question.evidence}
         cited = [p for p in best.pages if (p["document"], p["page"]) in gold]
         answer = question.answer_variants[0] if question.answer_variants else [""]
-        episode.on_output(json.dumps({"tool": "answer", "answer": answer, "citations": cited}), False, {}, 0.0)
+        final_turn = Turn([], allow_search=False)  # the answer as a forced final turn would take it
+        episode.on_output(json.dumps({"tool": "answer", "answer": answer, "citations": cited}), final_turn, {}, 0.0)
     else:
         episode.fail("no_query_found")
     trajectory = episode.trajectory()

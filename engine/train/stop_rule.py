@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from engine.train.stop_features import FEATURES, step_features
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["StopRule", "fit_stop_rule", "choose_threshold"]
+__all__ = ["StopRule", "fit_stop_rule", "choose_threshold", "load_stop_rule"]
 
 KINDS = ("logistic", "gb")
 
@@ -86,6 +87,12 @@ class StopRule:
                                "refit it with this version's `dossier train stop`")
         return cls(obj["kind"], tuple(obj["features"]), float(obj["threshold"]), obj["params"],
                    int(obj.get("min_searches", 1)), obj.get("meta"))
+
+
+@lru_cache(maxsize=8)
+def load_stop_rule(path: str) -> StopRule:
+    """A rule read once per path: every episode of a run asks the same one (a memo of a read-only file)."""
+    return StopRule.load(path)
 
 
 def _tree_values(tree: dict, rows: np.ndarray) -> np.ndarray:
