@@ -12,7 +12,7 @@ from engine.train.tokens import encode_pair, render_prompt
 from tests.vlm.reference import LogitSpy
 from tools.errors import DossierError
 
-peft = pytest.importorskip("peft", reason="the train extra (peft) is not installed")
+pytest.importorskip("peft", reason="the train extra (peft) is not installed; pip install -e .[dev] has it")
 
 MESSAGES = [("system", "You answer questions. Tools: search, answer."), ("user", "Question: revenue in 2019?"),
             ("assistant", '{"tool": "search", "query": "revenue"}'), ("user", "Search results for: revenue\n\n[1] ...")]
