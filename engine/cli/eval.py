@@ -167,13 +167,17 @@ def compare(
     gold: GoldOpt = None,
     verdict: Annotated[str, typer.Option(help="What counts as right: correct (judge, else ANLS* >= 0.5), "
                                               "mudabench (MuDABench's numeric tolerance) or docvqa.")] = "correct",
+    search_budget: Annotated[int | None, typer.Option(help="Searches counted for 'gold page within the budget' "
+                                                           "(default: all an episode made).")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Paired comparison of two systems: exact McNemar test and Cohen's kappa on shared items.
 
     Run directories are scored with their trajectories, and their behaviour is printed side by
     side first (MADQA's human-vs-agent comparison: a person's studio run against an agent's, or
-    two annotators).
+    two annotators). When both are run directories with trajectories, their searching is compared
+    too: the first-query page hit rate and the share of items with a gold page among the searches
+    within the budget, each with Wilson intervals and McNemar on the paired items.
 
     Example:
         $ dossier eval compare runs/human/ana runs/bm25
@@ -198,6 +202,9 @@ def compare(
     result = compare_items(items_a, items_b, verdict=verdict)
     result = {"a": system_name(run_a), "b": system_name(run_b), "verdict": verdict, **result,
               "profile_a": profile(report_a) if report_a else None, "profile_b": profile(report_b) if report_b else None}
+    searches = _compare_searches(run_a, run_b, gold, search_budget)
+    if searches is not None:
+        result["searches"] = searches
     if fmt is OutputFormat.json:
         emit_json(result)
         return
@@ -213,6 +220,26 @@ def compare(
                f"only B {result['only_b_correct']} · both wrong {result['both_wrong']}")
     kappa = "undefined" if result["cohen_kappa"] is None else f"{result['cohen_kappa']:.3f}"
     typer.echo(f"McNemar exact p = {result['mcnemar_p']:.3g} · Cohen's kappa = {kappa}")
+    if searches is not None:
+        budget = "all searches" if search_budget is None else f"first {search_budget} searches"
+        for key, label in (("first_hit", "first-query page hit"), ("hit_within_budget", f"gold page within {budget}")):
+            row = searches[key]
+            typer.echo(f"{label}: A {_pct(row['a']['rate'])} {ci_text(row['a']['ci'])} · B {_pct(row['b']['rate'])} "
+                       f"{ci_text(row['b']['ci'])} · only A {row['only_a']} · only B {row['only_b']} · "
+                       f"McNemar p = {row['mcnemar_p']:.3g} (n={searches['n_paired']})")
+        recall = searches["recall_within_budget"]
+        if recall["a"] is not None:
+            typer.echo(f"gold-page recall within {budget}: A {recall['a']:.3f} · B {recall['b']:.3f}")
+
+
+def _compare_searches(run_a: Path, run_b: Path, gold: Path | None, budget: int | None) -> dict | None:
+    """First-query and within-budget search comparison when both sides are run directories with trajectories."""
+    from engine.eval.search_compare import compare_searches, load_run_searches
+
+    a, b = load_run_searches(run_a, gold), load_run_searches(run_b, gold)
+    if a is None or b is None:
+        return None
+    return compare_searches(a[0], a[1], b[1], budget)
 
 
 @eval_app.command("splits")

@@ -157,6 +157,13 @@ def retrieval_eval_cmd(
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
     device: DeviceOpt = "cpu",
+    queries_from: Annotated[Path | None, typer.Option(help="Use each episode's first search query from this run "
+                                                           "directory (in the run's search mode) instead of the "
+                                                           "question text.")] = None,
+    model: Annotated[str | None, typer.Option(help="Generate each question's first query with this model (the "
+                                                   "bm25 agent's first turn) instead of using the question text.")] = None,
+    adapter: Annotated[Path | None, typer.Option(help="With --model: the same with this LoRA adapter too, compared "
+                                                      "question by question (McNemar).")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Measure retrieval: each question's text is the query; recall@k and MRR against gold pages.
@@ -178,6 +185,11 @@ def retrieval_eval_cmd(
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
     _searcher, rank = _ranker(corpus, rerank, late_model, late_device, device)
+    if queries_from is not None or model is not None or adapter is not None:
+        from engine.cli.train import first_query_retrieval
+
+        first_query_retrieval(corpus, items, k, rank, queries_from, model, adapter, fmt)
+        return
     rows = []
     for q in items:
         hits = rank(q.question, k, None, mode, False)

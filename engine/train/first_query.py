@@ -10,15 +10,17 @@ or is malformed has no query and counts as a miss.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine.agents.episode import Episode
 from engine.agents.protocol import SearchCall, parse_tool_call
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question
 
-__all__ = ["FirstQuery", "generate_first_queries", "score_queries"]
+__all__ = ["FirstQuery", "generate_first_queries", "score_queries", "first_queries_of_run"]
 
 
 @dataclass(slots=True)
@@ -77,3 +79,27 @@ def score_queries(env, questions: list[Question], queries: dict[str, tuple[str |
         rows.append(FirstQuery(question.id, query, raw, pages, any(p in gold for p in pages),
                                any(d in gold_docs for d, _ in pages)))
     return rows
+
+
+def first_queries_of_run(run: Path) -> tuple[dict[str, str | None], str]:
+    """({question id: its episode's first search query, or None}, the run's search mode) of a run directory."""
+    from engine.datasets.formats import iter_jsonl
+    from tools.errors import DossierError
+
+    path = Path(run) / "trajectories.jsonl"
+    if not path.is_file():
+        raise DossierError(f"{run} has no trajectories.jsonl; give a run directory written by `dossier run`")
+    meta = json.loads((Path(run) / "run.json").read_text()) if (Path(run) / "run.json").is_file() else {}
+    mode = (meta.get("settings") or {}).get("search_mode", "boolean")
+    queries: dict[str, str | None] = {}
+    for _number, obj in iter_jsonl(path, []):
+        if not isinstance(obj, dict):
+            continue
+        first = None
+        for step in obj.get("steps") or []:
+            call = step.get("tool_call") if isinstance(step, dict) else None
+            if isinstance(call, dict) and call.get("name") == "search":
+                first = (call.get("arguments") or {}).get("query")
+                break
+        queries[str(obj.get("id"))] = first
+    return queries, mode
