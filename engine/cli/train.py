@@ -215,6 +215,8 @@ def queries_cmd(
     rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
     alpha: Annotated[float, typer.Option(help="LoRA alpha (updates scaled by alpha/rank).")] = 32.0,
     dropout: Annotated[float, typer.Option(help="LoRA dropout.")] = 0.05,
+    top_layers: Annotated[int | None, typer.Option(help="Adapt only the top N layers (the backward pass stops "
+                                                        "below them: faster on a CPU).")] = None,
     learning_rate: Annotated[float, typer.Option(help="AdamW peak learning rate.")] = 2e-4,
     epochs: Annotated[float, typer.Option(help="Passes over the training pairs.")] = 3.0,
     max_steps: Annotated[int, typer.Option(help="Optimiser steps (-1: decided by --epochs).")] = -1,
@@ -255,7 +257,8 @@ def queries_cmd(
         runs=list(trajectories), model=model, out=out, corpus=corpus, questions=questions,
         filters=PairFilter(first_query_only, successful_only, tuple(annotator or ()), chosen, silver_variants),
         agent=AgentSettings(k=k, max_iterations=max_iterations, search_mode=search_mode),
-        lora=LoraSettings(rank=rank, alpha=alpha, dropout=dropout, learning_rate=learning_rate, epochs=epochs,
+        lora=LoraSettings(rank=rank, alpha=alpha, dropout=dropout, top_layers=top_layers, learning_rate=learning_rate,
+                          epochs=epochs,
                           max_steps=max_steps, batch_size=batch_size, grad_accum=grad_accum, max_tokens=max_tokens,
                           bf16=bf16, seed=seed, device=device),
         heldout_share=heldout_share, seed=seed, measure=measure)

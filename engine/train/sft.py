@@ -46,6 +46,7 @@ class LoraSettings:
     alpha: float = 32.0  # LoRA scale numerator: updates are scaled by alpha / rank
     dropout: float = 0.05  # dropout on the LoRA input during training
     targets: tuple[str, ...] = LORA_TARGETS  # linear layers that get an adapter (HF module names)
+    top_layers: int | None = None  # adapt only the top N transformer layers (backward stops below them); None: all
     learning_rate: float = 2e-4  # AdamW peak learning rate (linear decay)
     epochs: float = 3.0  # passes over the training pairs
     max_steps: int = -1  # optimiser steps; -1 lets `epochs` decide
@@ -76,6 +77,8 @@ class LoraSettings:
             raise DossierError(f"device must be cpu, cuda or auto (got {self.device!r})")
         if not self.targets:
             raise DossierError("LoRA needs at least one target module")
+        if self.top_layers is not None and self.top_layers < 1:
+            raise DossierError(f"--top-layers must be at least 1 (got {self.top_layers})")
 
     def to_json(self) -> dict:
         return {**asdict(self), "targets": list(self.targets)}
@@ -139,8 +142,13 @@ def train_lora(model_dir: Path, train_examples: list[dict], eval_examples: list[
     if not targets:
         raise DossierError(f"none of the LoRA targets {list(settings.targets)} is a module of {model_dir}; "
                            f"its linear layers include {sorted(present)[:12]}")
+    layers = model.config.num_hidden_layers
+    if settings.top_layers is not None and settings.top_layers > layers:
+        raise DossierError(f"--top-layers {settings.top_layers} exceeds the {layers} layers of {model_dir}")
+    chosen = list(range(layers - settings.top_layers, layers)) if settings.top_layers else None
     model = get_peft_model(model, LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                                             target_modules=targets, task_type="CAUSAL_LM", bias="none"))
+                                             target_modules=targets, layers_to_transform=chosen, task_type="CAUSAL_LM",
+                                             bias="none"))
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     columns = ("input_ids", "labels")
