@@ -128,3 +128,17 @@ def test_pairs_split_by_their_gold_documents(agent_run):
     pairs, _ = build_pairs(load_runs([run])[0], AgentSettings(), env)
     train, held = split_pairs(pairs, {"menu"})
     assert [p.question_id for p in held] == ["q2"] and [p.question_id for p in train] == ["q1"]
+
+
+def test_retrieval_eval_scores_a_runs_first_queries(agent_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    run, env, _ = agent_run
+    result = CliRunner().invoke(app, ["retrieval-eval", "--corpus", str(tmp_path / "c"), "--questions",
+                                      str(tmp_path / "q.jsonl"), "--queries-from", str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    system = json.loads(result.stdout)["systems"][0]
+    assert system["queries"] == {"q1": "outlook", "q2": "spaghetti", "q3": "cold brew"}
+    assert system["per_question"] == {"q1": 0.0, "q2": 1.0, "q3": 0.0} and system["mode"] == "boolean"
