@@ -166,15 +166,19 @@ def _filters_json(filters: PairFilter) -> dict:
 
 
 def _model_and_processor(model: str):
-    """The HF folder of a model and the chat processor the engine would use for it."""
-    from transformers import AutoConfig, AutoTokenizer
+    """The HF folder of a model and the chat processor the engine would use for it (its family's)."""
+    from transformers import AutoConfig
 
-    from models.llama import SUPPORTED_MODEL_TYPES, LlamaProcessor
     from models.loading import resolve_model_dir
+    from models.registry import family_for
 
     folder = resolve_model_dir(model)
-    kind = AutoConfig.from_pretrained(folder).model_type
-    if kind not in SUPPORTED_MODEL_TYPES:
-        raise DossierError(f"training query formulation supports text models ({', '.join(SUPPORTED_MODEL_TYPES)}); "
-                           f"{model!r} is a {kind!r} model")
-    return folder, LlamaProcessor(AutoTokenizer.from_pretrained(folder))
+    config = AutoConfig.from_pretrained(folder)
+    family = family_for(config.model_type, model)
+    if family.is_vision_language:
+        raise DossierError(f"training query formulation supports text models; {model!r} is a {family.name} "
+                           "vision-language model")
+    processor, _vision = family.inputs.build(config, folder, None, None)
+    if processor is None:
+        raise DossierError(f"model {model!r} has no tokenizer in {folder}; training needs its chat template")
+    return folder, processor
