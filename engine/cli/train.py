@@ -126,8 +126,8 @@ def mine_cmd(
 
     Example:
         $ dossier trajectories mine --corpus fb-corpus --questions fb-split/train.jsonl --out runs/silver
-        mined 57 of 59 questions (2 with no query that finds a gold page) in 148.2 s; 287 queries kept
-        best queries: gold page at rank 1 for 41, rank 2-5 for 16
+        mined 56 of 59 questions (3 with no query that finds a gold page) in 178.8 s; 272 queries kept
+        best queries: gold page at rank 1 for 33, rank 2-5 for 23
         wrote runs/silver/trajectories.jsonl (source: silver)
     """
     import json
