@@ -111,6 +111,8 @@ def score(
         if bar is not None:
             bar.close()
     result.report["inputs"] = inputs.paths
+    if (inputs.run or {}).get("source") == "silver":  # mined by `dossier trajectories mine`: labelled wherever shown
+        result.report["source"] = "silver"
     if out is None and source.is_dir():
         out = source / "eval"
     files = write_reports(out, result.report, result.items, f"Dossier evaluation: {source}") if out else None
@@ -118,6 +120,9 @@ def score(
     if fmt is OutputFormat.json:
         emit_json({**report, "files": files})
         return
+    if report.get("source") == "silver":
+        typer.echo("silver trajectories (mined queries with the gold answer, not a model's or a person's): "
+                   "these scores describe the mining, not an agent")
     typer.echo(f"{report['n']} gold items, {report['n_predictions']} predictions "
                f"({report['missing_predictions']} gold items without prediction, counted wrong; "
                f"{report['unmatched_predictions']} predictions unmatched; {report['skipped_lines']} lines skipped)")

@@ -44,3 +44,15 @@ def test_mine_writes_a_resumable_silver_run_that_trains_pairs(tmp_path):
     pairs, _ = build_pairs(records, AgentSettings(k=1), None, PairFilter(silver_variants=2))
     assert {p.source for p in pairs} == {"silver"} and len(pairs) >= 3
     assert all(p.search_number == 1 and p.gold_rank == 1 for p in pairs)
+
+
+def test_dossier_eval_labels_a_silver_run(tmp_path):
+    corpus = build_corpus(tmp_path / "c")
+    write_jsonl(tmp_path / "q.jsonl", [q.to_json() for q in questions(2)])
+    CliRunner().invoke(app, ["trajectories", "mine", "--corpus", str(corpus), "--questions", str(tmp_path / "q.jsonl"),
+                             "--out", str(tmp_path / "silver"), "--format", "json"])
+    result = CliRunner().invoke(app, ["eval", str(tmp_path / "silver"), "--no-drift"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("silver trajectories (mined queries with the gold answer")
+    report = json.loads((tmp_path / "silver" / "eval" / "report.json").read_text())
+    assert report["source"] == "silver"
