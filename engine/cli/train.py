@@ -235,11 +235,11 @@ def queries_cmd(
     out by document. With --corpus, observations of later turns are rebuilt and the first-query
     hit rate of the base and the tuned model is measured on held-out and training questions.
 
-    Example:
+    Example (output lines; the figures depend on the data):
         $ dossier train queries -t runs/silver --corpus fb-corpus --out adapters/fb-q --epochs 2
-        pairs: 171 (silver 171) from 59 episodes; train 132 pairs, held out 39 (by document)
-        trained 34 steps in 1418.5 s (cpu, peak 2211 MiB); loss 2.871 -> 0.412; held-out loss 2.690 -> 0.830
-        first-query page hit@5 on held-out questions: base 0.0% [0.0, 27.8] -> tuned 18.2% [5.1, 47.7] (McNemar p = 0.5)
+        pairs: P (silver P) from E episodes; train T pairs, held out H (by document)
+        trained S steps in X s (cpu, peak M MiB); loss L0 -> L1; held-out loss V0 -> V1
+        first-query page hit@5 on held-out questions: base B% [lo, hi] -> tuned A% [lo, hi] (n=N, McNemar p = p)
         wrote adapters/fb-q (README.md card); run it with: dossier run --adapter adapters/fb-q ...
     """
     from engine.agents.settings import AgentSettings
@@ -308,10 +308,10 @@ def stop_cmd(
     the report simulates the rule on held-out episodes. Its real effect on accuracy and Kuiper
     comes from `dossier run --stop-rule OUT` and `dossier eval`.
 
-    Example:
+    Example (output lines; the figures depend on the trajectories):
         $ dossier train stop -t runs/bm25-train --out stop.json
-        fitted logistic on 212 searches of 41 episodes (label "won't help" 203); threshold 0.41; AUC 0.83
-        held out (18 episodes): searches 3.72 -> 1.56 per question, 0 gold pages lost, accuracy 0.0% -> 0.0% (at budget)
+        fitted logistic on R searches of E episodes (label "won't help" W); threshold t; AUC a
+        held out (H episodes): searches s0 -> s1 per question, G gold pages lost, accuracy a0% -> a1% (at budget)
         wrote stop.json; use it: dossier run --stop-rule stop.json ...
     """
     from engine.train.stop_training import StopTraining, train_stop_rule
