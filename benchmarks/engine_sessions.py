@@ -168,6 +168,7 @@ def run_benchmark(
     peers: tuple[str, ...] = PEERS,
     ablations: bool = True,
     padded_batch: int = 4,
+    vllm_python: str | None = None,
 ) -> dict:
     """Run Dossier, its Hugging Face peers and its own ablations on the same workload; return the figures.
 
@@ -183,6 +184,8 @@ def run_benchmark(
         ablations: also run Dossier with prefix caching off (after the main pass, all sessions) and one
             sequence at a time (interleaved, on the measured sessions).
         padded_batch: sessions per `generate` call of the padded peer.
+        vllm_python: run vLLM instead in this interpreter (its own virtualenv), in its own process with
+            its own warm-up (`benchmarks/vllm_peer.py`); random-weight shapes only.
     """
     from benchmarks.engine_compare import compare, minus, row, timed_turns
     from benchmarks.engine_peers import KvCacheLoop, NaiveLoop, PaddedLoop
@@ -233,6 +236,9 @@ def run_benchmark(
     if with_vllm:
         say("vLLM with prefix caching")
         result.update(run_vllm(model, engine, workload, plan, result["dossier_s"]))
+    if vllm_python:
+        say(f"vLLM with prefix caching, in its own process ({vllm_python})")
+        result.update(run_vllm_process(vllm_python, model, engine, workload, plan, result["dossier_s"]))
     if ablations:
         say("dossier with prefix caching off (all sessions, after the main pass)")
         adapter, reference = engine.adapter, ours_loop.outputs
@@ -271,6 +277,44 @@ def _warm_up_hf(hf_model) -> None:
     ids = torch.full((1, 600), 11, device=device)
     with torch.inference_mode():
         hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False, pad_token_id=0)
+
+
+def run_vllm_process(python: str, model: str, engine: Engine, workload: Workload, plan, ours_s: float,
+                     timeout_s: float = 900) -> dict:
+    """vLLM (prefix caching) on the same appended token ids, run by `python` in its own process.
+
+    The plan holds token ids only, so this takes the random-weight shapes (no tokenizer); vLLM writes
+    its own `new_tokens` each turn, as in `run_vllm`. Returns {"vllm_s", "ratio_vs_vllm", ...} or
+    {"vllm": reason} when it could not run.
+    """
+    import json
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from models.loading import all_shapes
+
+    if model not in all_shapes():
+        return {"vllm": f"--vllm-python takes a random-weight shape ({', '.join(all_shapes())}); use --vllm for {model!r}"}
+    if not Path(python).is_file():
+        return {"vllm": f"no interpreter at {python}: create vLLM's virtualenv first (python -m venv; pip install vllm)"}
+    folder = Path(tempfile.mkdtemp(prefix="dossier-vllm-"))
+    hf_reference_model(model, engine).save_pretrained(folder / "model")
+    turns = [[[token for op in steps[turn] for token in op[1]] for steps in plan] for turn in range(workload.turns)]
+    spec = {"model": str(folder / "model"), "dtype": str(engine.runner.dtype).removeprefix("torch."),
+            "new_tokens": workload.new_tokens, "turns": turns}
+    (folder / "plan.json").write_text(json.dumps(spec))
+    script = Path(__file__).with_name("vllm_peer.py")
+    try:
+        proc = subprocess.run([python, str(script), str(folder / "plan.json")], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"vllm": f"vLLM did not finish within {timeout_s:.0f} s"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"vllm": f"vLLM failed (exit {proc.returncode}): {proc.stderr[-800:]}"}
+    peer = json.loads(lines[-1])
+    return {**peer, "ratio_vs_vllm": round(peer["vllm_s"] / ours_s, 3)}
 
 
 def run_vllm(model: str, engine: Engine, workload: Workload, plan, ours_s: float) -> dict:

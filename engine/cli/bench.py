@@ -57,6 +57,11 @@ def bench_engine(
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
     quantization: QuantizationOpt = None,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,
+    vllm_python: Annotated[
+        str | None,
+        typer.Option(help="Run vLLM (prefix caching) with this interpreter, in its own process and virtualenv, "
+                     "on the same appended tokens (random-weight shapes, GPU)."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Workload seed.")] = 0,
     images: Annotated[
         bool,
@@ -114,6 +119,7 @@ def bench_engine(
         result = run_benchmark(
             model, workload, config, naive_sessions=naive_sessions or None, with_vllm=vllm, progress=progress,
             peers=chosen, ablations=ablations, padded_batch=padded_batch,
+            vllm_python=vllm_python,
         )
     result["load_average"] = {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)}
     result["numba_threads"] = _numba_threads()
@@ -137,6 +143,8 @@ def bench_engine(
             f"images encoded: dossier {vision.get('images_encoded')} vs naive {result['naive_images_encoded']} "
             f"(naive on {result['naive_sessions_measured']} sessions)"
         )
+    if "vllm" in result:
+        typer.echo(f"vLLM: {result['vllm']}")
     if "ratio_vs_vllm" in result:
         typer.echo(f"vLLM (prefix caching) {result['vllm_s']:.1f} s · dossier/vLLM speed ratio {result['ratio_vs_vllm']:.2f}x")
 
