@@ -26,8 +26,8 @@ def bench_quant(
 
     Example:
         $ dossier bench quant --quantization nf4
-        nf4 vs bfloat16 (SmolLM2-135M-Instruct, cpu): top-1 agreement 0.832 over 264 positions (8 prompts)
-        weights 257.8 MiB -> 150.6 MiB (1.71x smaller); language-model linears 162.0 MiB -> 54.8 MiB
+        nf4 vs bfloat16 (SmolLM2-135M-Instruct, cpu): top-1 agreement 0.765 over 264 positions (8 prompts)
+        weights 256.6 MiB -> 106.4 MiB (2.41x smaller); language-model linears 202.6 MiB -> 52.4 MiB
     """
     from benchmarks.quant_quality import compare_quantization
 
