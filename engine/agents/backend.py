@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from engine.agents.protocol import tool_call_schema
 
-__all__ = ["ModelOutput", "EngineBackend", "ScriptedBackend"]
+__all__ = ["ModelOutput", "EngineBackend", "ScriptedBackend", "engine_backend"]
 
 
 @dataclass(slots=True)
@@ -100,6 +100,28 @@ class EngineBackend:
 
     def stats(self) -> dict:
         return self.engine.stats()
+
+
+def engine_backend(model: str, engine_kwargs: dict, settings, env):
+    """Load the engine a run uses and wrap it for the runner (a local run and each Ray worker alike).
+
+    Args:
+        model: 'default', a local HF directory or a .gguf file.
+        engine_kwargs: `EngineConfig` fields.
+        settings: the run's `AgentSettings` ("auto" fields resolved here for this model).
+        env: the run's `AgentEnv` (None without a corpus).
+
+    Returns:
+        (engine, resolved settings, EngineBackend).
+    """
+    from engine.core.config import EngineConfig
+    from engine.core.llm_engine import Engine
+
+    engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
+    settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
+    documents = env.documents if env is not None and settings.cite_known_documents else None
+    backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
+    return engine, settings, backend
 
 
 @dataclass

@@ -18,7 +18,9 @@ written and count against `concurrency`.
 
 Each finished episode is appended to trajectories.jsonl and then predictions.jsonl
 (the commit marker), with an fsync. A killed run restarted with the same --out skips
-finished episodes and loses only the ones in flight.
+finished episodes and loses only the ones in flight. With `record` instead of `out`,
+finished episodes go to that callback (a Ray worker streams them to its driver, which
+writes the run directory).
 """
 
 from __future__ import annotations
@@ -131,19 +133,26 @@ class RolloutRunner:
         concurrency: episodes in flight at once.
         tool_threads: threads running tool calls.
         progress: called as progress(summary, total) after every model step and every finished episode.
+        record: called as record(trajectory, prediction, reason) (a dict, a `Prediction`, a str) for each
+            finished episode instead of writing them to `out` (then `out` may be None, and nothing is
+            skipped as already finished: the caller decides what to run).
     """
 
-    def __init__(self, backend, settings: AgentSettings, env, out: str | Path, concurrency: int = 16,
-                 tool_threads: int = 4, progress: Callable[[RunSummary, int], None] | None = None):
+    def __init__(self, backend, settings: AgentSettings, env, out: str | Path | None, concurrency: int = 16,
+                 tool_threads: int = 4, progress: Callable[[RunSummary, int], None] | None = None,
+                 record: Callable[[dict, dict, str], None] | None = None):
         if concurrency < 1:
             raise DossierError(f"concurrency must be at least 1 (got {concurrency})")
+        assert out is not None or record is not None, "a runner needs a run directory or a record callback"
         self.backend, self.settings, self.env = backend, settings, env
-        self.out = Path(out)
-        self.concurrency, self.tool_threads, self.progress = concurrency, tool_threads, progress
+        self.out = Path(out) if out is not None else None
+        self.concurrency, self.tool_threads, self.progress, self.record = concurrency, tool_threads, progress, record
 
     def run(self, questions: list[Question]) -> RunSummary:
-        self.out.mkdir(parents=True, exist_ok=True)
-        done = finished_ids(self.out)
+        done: set[str] = set()
+        if self.record is None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            done = finished_ids(self.out)
         todo = deque(q for q in questions if q.id not in done)
         summary = RunSummary(skipped=len(questions) - len(todo))
         self._total = len(questions)
@@ -151,7 +160,7 @@ class RolloutRunner:
         start = time.perf_counter()
         self._live: dict[object, _Live] = {}  # backend ticket -> episode waiting for its model turn
         self._started_tools: list[tuple[Future, _Live]] = []  # tools started after the latest step
-        self._summary = summary
+        self.summary = summary
         in_flight = 0
         with ThreadPoolExecutor(self.tool_threads, thread_name_prefix="dossier-tool") as pool:
             self._pool = pool
@@ -223,9 +232,12 @@ class RolloutRunner:
             children, parent.children = parent.children, None
             return self._advance(parent, parent.episode.on_children(children))
         episode = state.episode
-        append_jsonl(self.out / "trajectories.jsonl", episode.trajectory())
-        append_jsonl(self.out / "predictions.jsonl", episode.prediction())  # commit marker: written last
-        summary = self._summary
+        if self.record is not None:
+            self.record(episode.trajectory(), episode.prediction(), action.reason)
+        else:
+            append_jsonl(self.out / "trajectories.jsonl", episode.trajectory())
+            append_jsonl(self.out / "predictions.jsonl", episode.prediction())  # commit marker: written last
+        summary = self.summary
         summary.episodes += 1
         summary.reasons[action.reason] = summary.reasons.get(action.reason, 0) + 1
         if self.progress:

@@ -13,7 +13,7 @@ import typer
 from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
 from engine.cli.progress import LiveProgress
 
-__all__ = ["register", "start_run"]
+__all__ = ["register", "start_run", "write_run_json"]
 
 
 def _metadata(settings, model: str, questions: Path, corpus: Path | None, engine_config: dict) -> dict:
@@ -47,28 +47,31 @@ def _check_resume(out: Path, meta: dict) -> None:
 
 
 def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
-              engine_kwargs: dict, concurrency: int, limit: int | None, show_progress: bool) -> dict:
+              engine_kwargs: dict, concurrency: int, limit: int | None, show_progress: bool,
+              ray: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0) -> dict:
     """Load questions, model and corpus, run every episode, and return the run summary.
 
     With `show_progress`, progress goes to stderr from the first moment (imports and model
     loading take minutes on a busy machine): a bar on a terminal, plain lines in a log.
+    With `ray` (HOST:PORT, 'auto' or 'local') the episodes run on `workers` Ray actors, one
+    engine each (engine/distributed/); without it Ray is never imported.
     """
     with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
         if live is not None:
             live.phase("starting (imports, questions, corpus)")
         return _start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
-                          live)
+                          live, (ray, workers, gpus_per_worker))
 
 
 def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
-               engine_kwargs: dict, concurrency: int, limit: int | None, live: LiveProgress | None) -> dict:
-    from engine.agents.backend import EngineBackend
+               engine_kwargs: dict, concurrency: int, limit: int | None, live: LiveProgress | None,
+               placement: tuple = (None, 1, 0.0)) -> dict:
+    from engine.agents.backend import engine_backend
     from engine.agents.env import AgentEnv
     from engine.agents.runner import RolloutRunner
     from engine.agents.settings import AgentSettings
     from engine.core.config import EngineConfig
     from engine.datasets import load_questions
-    from engine.core.llm_engine import Engine
     from tools.errors import DossierError
 
     settings = AgentSettings(agent=agent, **settings_kwargs)
@@ -87,34 +90,21 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
     env = None
     if corpus is not None:
         env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
-    config = EngineConfig(**engine_kwargs)
+    EngineConfig(**engine_kwargs)  # bad engine options fail before anything loads
     meta = _metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
     if agent == "workflow":  # what protected the model-written programs of this run
         from tools.sandbox import sandbox_guarantees
 
         meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
     _check_resume(out, meta)
+    if placement[0] is not None:
+        return _run_on_ray(placement, model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live)
     if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
         live.phase(f"loading model {model}")
-    engine = Engine.from_pretrained(model, config)
-    settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
+    engine, settings, backend = engine_backend(model, engine_kwargs, settings, env)
     meta["observe"] = settings.observe  # what "auto" became for this model
-    documents = env.documents if env is not None and settings.cite_known_documents else None
-    backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / "run.json").exists():
-        (out / "run.json").write_text(json.dumps(meta, indent=2))
-    progress = None
-    if live is not None:
-        live.phase("episodes")
-        live.update(done=0, total=len(items))
-
-        def progress(summary, total):
-            seconds = max(summary.seconds, 1e-9)
-            live.update(done=summary.episodes + summary.skipped, total=total,
-                        detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
-                               f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
-
+    write_run_json(out, meta)
+    progress = _progress(live, len(items))
     summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
     stats = engine.stats()
     report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
@@ -126,6 +116,48 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
                                                      render_with(engine.processor))
     (out / "run_summary.json").write_text(json.dumps(report, indent=2))
     return report
+
+
+def _run_on_ray(placement: tuple, model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live) -> dict:
+    """The same run on Ray workers (engine/distributed/): the same run directory and progress."""
+    from engine.distributed import RayRollout
+
+    address, workers, gpus_per_worker = placement
+    if live is not None:
+        live.phase(f"starting {workers} Ray workers (each loads {model})")
+    echo = lambda line: typer.echo(line, err=True)  # noqa: E731
+    with RayRollout.start(address, workers, gpus_per_worker, model, engine_kwargs, settings, corpus, concurrency,
+                          echo) as rollout:
+        meta["observe"] = rollout.settings.observe
+        write_run_json(out, meta)
+        summary = rollout.run(items, out, _progress(live, len(items)))
+        report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": rollout.engine_counters(),
+                                      "ray": rollout.report()}
+    (out / "run_summary.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def write_run_json(out: Path, meta: dict) -> None:
+    """Create the run directory and its run.json (kept as first written when a run resumes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "run.json").exists():
+        (out / "run.json").write_text(json.dumps(meta, indent=2))
+
+
+def _progress(live: LiveProgress | None, total: int):
+    """The runner's progress(summary, total) callback updating `live`, or None without progress."""
+    if live is None:
+        return None
+    live.phase("episodes")
+    live.update(done=0, total=total)
+
+    def progress(summary, total):
+        seconds = max(summary.seconds, 1e-9)
+        live.update(done=summary.episodes + summary.skipped, total=total,
+                    detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
+                           f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
+
+    return progress
 
 
 def _agent_names() -> tuple[str, ...]:
@@ -184,6 +216,14 @@ def run_cmd(
     chunk_overlap: Annotated[int, typer.Option(help="qguide: pages consecutive chunks share.")] = 1,
     max_rounds_sweep: Annotated[str, typer.Option(help="qguide: e.g. 1-6: also record the answer at each T_max, by "
                                                        "branching the T_max=6 run at each round.")] = "",
+    ray: Annotated[str | None, typer.Option(help="Run on a Ray cluster: 'local' starts one on this machine, 'auto' joins "
+                                                 "the one `ray start --head` made here, or HOST:PORT of its head. "
+                                                 "Needs: pip install 'dossier[ray]'.")] = None,
+    workers: Annotated[int, typer.Option(help="--ray: Ray workers, one engine each (1 CPU each); questions are "
+                                              "sharded across them, every episode stays on its worker, and "
+                                              "--concurrency is per worker.")] = 1,
+    gpus_per_worker: Annotated[float, typer.Option(help="--ray: GPUs each worker reserves (0: CPU; 0.5: two engines "
+                                                        "per GPU; the engine itself uses one device).")] = 0.0,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Run a document agent over every question; write predictions and trajectories, resumable.
@@ -223,7 +263,8 @@ def run_cmd(
         StopRule.load(stop_rule)  # a bad file stops the run before the model loads
         settings_kwargs["stop_rule"] = str(stop_rule.resolve())
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
-                       show_progress=fmt is OutputFormat.human)
+                       show_progress=fmt is OutputFormat.human, ray=ray, workers=workers,
+                       gpus_per_worker=gpus_per_worker)
     if fmt is OutputFormat.json:
         emit_json(report)
         return
