@@ -32,7 +32,7 @@ from models.family import FamilySpec
 from models.registry import family_for, shape, shape_names
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["all_shapes", "build_adapter", "cache_root", "default_gguf_path", "load_adapter", "resolve_model_dir"]
+__all__ = ["all_shapes", "build_adapter", "cache_root", "default_gguf_path", "load_adapter", "load_processor", "resolve_model_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,20 @@ def load_adapter(
 
         quantize_linears(adapter, quantization)
     return adapter.eval()
+
+
+def load_processor(model: str | os.PathLike, *, min_pixels: int | None = None, max_pixels: int | None = None):
+    """The ChatProcessor of `model` (tokenizer, chat template, images) without its weights: what a router
+    in front of several engines renders prompts with. None for a random-weight shape (no tokenizer)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoConfig
+
+    if shape(str(model)) is not None:
+        return None
+    folder = resolve_model_dir(model)
+    config = AutoConfig.from_pretrained(folder)
+    processor, _ = family_for(config.model_type, str(model)).inputs.build(config, folder, min_pixels, max_pixels)
+    return processor
 
 
 def build_adapter(family: FamilySpec, config, folder: Path | None, name: str, device: str, dtype: torch.dtype,

@@ -37,6 +37,12 @@ def serve(
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
+    ray: Annotated[str | None, typer.Option(help="Serve from engines on a Ray cluster: 'local' starts one here, 'auto' "
+                                                 "joins the one `ray start --head` made, or HOST:PORT of its head. "
+                                                 "Needs: pip install 'dossier[ray]'.")] = None,
+    workers: Annotated[int, typer.Option(help="--ray: engines (Ray workers, 1 CPU each); each request goes to the "
+                                              "one caching the longest prefix of its conversation.")] = 1,
+    gpus_per_worker: Annotated[float, typer.Option(help="--ray: GPUs each worker reserves (0: CPU).")] = 0.0,
 ) -> None:
     """Serve a model over the OpenAI API (chat, completions, tools, JSON schema, streaming, images).
 
@@ -70,9 +76,13 @@ def serve(
 
     if threads:
         set_threads(threads)
-    engine = Engine.from_pretrained(model, EngineConfig(
-        kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device, dtype=dtype,
-        attention_backend=attention, seed=seed, quantization=quantization))
+    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device,
+                         dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization)
+    if ray is not None:
+        EngineConfig(**engine_kwargs)  # bad engine options fail here, before any worker loads the model
+        return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port,
+                             api_key, max_request_mib, max_pinned_sessions)
+    engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
     if engine.processor is None:
         raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
                            "folder or GGUF file with a tokenizer and chat template")
@@ -90,6 +100,33 @@ def serve(
                    f"device {engine.runner.device} · Ctrl-C stops", err=True)
 
     try:
+        serve_forever(build_app(backend, config), config, on_ready=ready)
+    finally:
+        backend.stop()
+
+
+def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port, api_key,
+                  max_request_mib, max_pinned_sessions) -> None:
+    """The same server with its engines on Ray workers and a prefix-aware router in front (engine/distributed/)."""
+    from engine.distributed.router import RayServeBackend
+    from engine.serve.app import build_app
+    from engine.serve.config import ServeConfig
+    from engine.serve.server import serve_forever
+
+    backend = RayServeBackend.start(address, workers, gpus_per_worker, model, engine_kwargs, max_pinned_sessions)
+    try:
+        first = backend.infos[0]
+        names = tuple(served_model_name or dict.fromkeys([model, first["name"]]))
+        config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
+                             max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions)
+        hosts = sorted({info["host"] for info in backend.infos})
+
+        def ready(url: str) -> None:
+            typer.echo(f"dossier serve: {first['name']} at {url}/v1 (model names: {', '.join(names)})", err=True)
+            typer.echo(f"{workers} Ray workers on {', '.join(hosts)} · context {backend.max_context} tokens · KV pool "
+                       f"{first['kv_tokens']} tokens each · device {first['device']} · routing: session, then "
+                       "longest cached prefix, then least loaded · Ctrl-C stops", err=True)
+
         serve_forever(build_app(backend, config), config, on_ready=ready)
     finally:
         backend.stop()

@@ -11,7 +11,7 @@ import logging
 
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["import_ray", "connect", "check_resources"]
+__all__ = ["import_ray", "connect", "check_resources", "start_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +58,41 @@ def check_resources(workers: int, cpus_per_worker: float, gpus_per_worker: float
         if need > have + 1e-9:
             raise DossierError(f"--workers {workers} needs {need:g} {name}s ({each:g} each) but the Ray cluster has "
                                f"{have:g}; use fewer --workers, or add nodes with `ray start --address HEAD:PORT`")
+
+
+def start_workers(worker_class, address: str, workers: int, cpus_per_worker: float, gpus_per_worker: float,
+                  engine_kwargs: dict, make_args, **options) -> tuple[list, list[dict], bool]:
+    """Join or start the cluster and start `workers` actors of `worker_class`, one engine each.
+
+    Args:
+        worker_class: a plain class (`RolloutWorker`, `ServeWorker`) with a `describe()` method.
+        address: as for `connect`.
+        engine_kwargs: `EngineConfig` fields; "auto" CPU threads become the worker's reserved CPUs
+            (auto would count cores the other workers reserved).
+        make_args: make_args(index, engine_kwargs) -> the constructor's arguments for worker `index`.
+        options: more Ray actor options (e.g. max_concurrency).
+
+    Returns:
+        (actor handles, their describe() answers, whether this call started the Ray session).
+    """
+    if workers < 1:
+        raise DossierError(f"--workers must be at least 1 (got {workers})")
+    if gpus_per_worker < 0:
+        raise DossierError(f"--gpus-per-worker must be 0 or more (got {gpus_per_worker})")
+    ray = import_ray()
+    started = connect(address)
+    try:
+        check_resources(workers, cpus_per_worker, gpus_per_worker)
+        threads = max(1, int(cpus_per_worker))
+        if engine_kwargs.get("cpu_threads") is None:
+            engine_kwargs = engine_kwargs | {"cpu_threads": threads}
+        env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads)}
+        actor_class = ray.remote(worker_class).options(
+            num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0, scheduling_strategy="SPREAD",
+            runtime_env={"env_vars": env}, **options)
+        actors = [actor_class.remote(*make_args(i, engine_kwargs)) for i in range(workers)]
+        return actors, ray.get([actor.describe.remote() for actor in actors]), started
+    except BaseException:
+        if started:
+            ray.shutdown()
+        raise

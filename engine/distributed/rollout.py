@@ -17,7 +17,7 @@ from pathlib import Path
 
 from engine.agents.runner import RunSummary, finished_ids
 from engine.datasets.formats import append_jsonl
-from engine.distributed.cluster import check_resources, connect, import_ray
+from engine.distributed.cluster import import_ray, start_workers
 from engine.distributed.corpus_check import corpus_facts, describe_placement
 from engine.distributed.worker import RolloutWorker
 from tools.errors import DossierError
@@ -39,6 +39,8 @@ class RayRollout:
         self.alive = set(range(len(actors)))
         self.delivered = [0] * len(actors)  # episodes each worker delivered in this run
         self.lost: list[dict] = []  # workers that died: index, host, pid, error
+        self.driver_busy_s = 0.0  # wall time the driver spent merging (not waiting on workers), last run
+        self.driver_cpu_s = 0.0  # CPU time of the driver process (Ray's client threads included), last run
 
     @classmethod
     def start(cls, address: str, workers: int, gpus_per_worker: float, model: str, engine_kwargs: dict, settings,
@@ -54,29 +56,11 @@ class RayRollout:
             echo: prints a status line for the user.
             cpus_per_worker: CPUs reserved by each worker (its torch and numba threads).
         """
-        if workers < 1:
-            raise DossierError(f"--workers must be at least 1 (got {workers})")
-        if gpus_per_worker < 0:
-            raise DossierError(f"--gpus-per-worker must be 0 or more (got {gpus_per_worker})")
-        ray = import_ray()
-        started = connect(address)
-        try:
-            check_resources(workers, cpus_per_worker, gpus_per_worker)
-            threads = max(1, int(cpus_per_worker))
-            if engine_kwargs.get("cpu_threads") is None:  # "auto" would count cores the other workers reserved
-                engine_kwargs = engine_kwargs | {"cpu_threads": threads}
-            actor_class = ray.remote(RolloutWorker).options(
-                num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0, scheduling_strategy="SPREAD",
-                runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads),
-                                          "NUMBA_NUM_THREADS": str(threads)}})
-            root = str(Path(corpus).resolve()) if corpus is not None else None
-            echo(f"ray: starting {workers} workers (each loads {model})")
-            actors = [actor_class.remote(i, model, engine_kwargs, settings, root, concurrency) for i in range(workers)]
-            infos = ray.get([actor.describe.remote() for actor in actors])
-        except BaseException:
-            if started:
-                ray.shutdown()
-            raise
+        root = str(Path(corpus).resolve()) if corpus is not None else None
+        echo(f"ray: starting {workers} workers (each loads {model})")
+        actors, infos, started = start_workers(
+            RolloutWorker, address, workers, cpus_per_worker, gpus_per_worker, engine_kwargs,
+            lambda i, kwargs: (i, model, kwargs, settings, root, concurrency))
         line, problems = describe_placement(corpus_facts(root), infos)
         hosts = sorted({info["host"] for info in infos})
         echo(f"ray: {workers} workers on {len(hosts)} node{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)}), "
@@ -116,11 +100,13 @@ class RayRollout:
         done = finished_ids(out)
         todo = [q for q in items if q.id not in done]
         summary = RunSummary(skipped=len(items) - len(todo))
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        self.driver_busy_s = 0.0
         streams: dict = {}  # ObjectRefGenerator -> (worker index, {question id: Question} not yet delivered)
         self._assign(todo, streams)
         while streams:
             ready, _ = ray.wait(list(streams), num_returns=1, timeout=10.0)
+            busy = time.perf_counter()
             for stream in ready:
                 worker, owed = streams[stream]
                 try:
@@ -148,7 +134,9 @@ class RayRollout:
                 summary.seconds = time.perf_counter() - start
                 if progress:
                     progress(summary, len(items))
+            self.driver_busy_s += time.perf_counter() - busy
         summary.seconds = time.perf_counter() - start
+        self.driver_cpu_s = time.process_time() - cpu_start
         return summary
 
     def _assign(self, questions: list, streams: dict) -> None:
@@ -192,4 +180,5 @@ class RayRollout:
         """Where the workers ran, what each delivered, which died, and how they reached the corpus."""
         workers = [{"worker": info["index"], "host": info["host"], "pid": info["pid"], "device": info["device"],
                     "episodes": self.delivered[i]} for i, info in enumerate(self.infos)]
-        return {"workers": workers, "lost": self.lost, "corpus": self.corpus_line}
+        return {"workers": workers, "lost": self.lost, "corpus": self.corpus_line,
+                "driver_busy_s": round(self.driver_busy_s, 4), "driver_cpu_s": round(self.driver_cpu_s, 4)}
