@@ -20,7 +20,8 @@ def _pct(value: float | None) -> str:
 
 def _hits_rows(hits: dict | None) -> list[str]:
     if not hits:
-        return ["Not measured (give `--corpus` to measure first-query hit rates)."]
+        return ["Not measured here (`--corpus` without `--no-measure` measures them; or "
+                "`dossier retrieval-eval --model BASE --adapter DIR` on held-out questions)."]
     rows = ["| questions | model | first-query page hit@k | document hit@k | first turn a search |", "|---|---|---|---|---|"]
     for side in ("heldout", "train"):
         for model in ("base", "tuned"):
