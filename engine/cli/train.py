@@ -369,10 +369,13 @@ def first_query_retrieval(corpus: Path, items: list, k: int, rank, queries_from:
         raise DossierError("--adapter needs --model (the base model the adapter was trained on)")
     results = []
     for label, queries, mode in systems:
-        rows = []
+        rows, query_errors = [], 0
         for q in items:
             query = queries.get(q.id)
-            hits = rank(query, k, None, mode, False) if query else []
+            try:
+                hits = rank(query, k, None, mode, False) if query else []
+            except DossierError:  # a malformed query: the agent's tool would return the error, i.e. no pages
+                hits, query_errors = [], query_errors + 1
             rows.append((q.id, [(h.document, h.page) for h in hits], [(e.document, e.page) for e in q.evidence]))
         scores = aggregate(rows)
         hits_n = sum(int(r["page_hit"]) for r in scores.per_question)
@@ -380,6 +383,7 @@ def first_query_retrieval(corpus: Path, items: list, k: int, rank, queries_from:
         results.append({"system": label, "mode": mode, **scores.to_json(k),
                         "page_hit_ci": [round(low, 4), round(high, 4)],
                         "without_query": sum(1 for q in items if q.evidence and not queries.get(q.id)),
+                        "query_errors": query_errors,
                         "per_question": {r["id"]: r["page_hit"] for r in scores.per_question},
                         "queries": {q.id: queries.get(q.id) for q in items}})
     paired = None
@@ -393,7 +397,7 @@ def first_query_retrieval(corpus: Path, items: list, k: int, rank, queries_from:
         return
     for r in results:
         typer.echo(f"{r['system']}: questions {r['questions']} (k={k}, mode={r['mode']}; {r['without_query']} with no "
-                   f"first query, counted as misses)")
+                   f"first query, {r['query_errors']} with a malformed one, counted as misses)")
         typer.echo(f"  page_hit {r['page_hit']:.3f} [{r['page_hit_ci'][0]:.3f}, {r['page_hit_ci'][1]:.3f}]   "
                    + "   ".join(f"{key} {r[key]:.3f}" for key in ("page_recall", "doc_hit", "mrr")))
     if paired:

@@ -142,3 +142,23 @@ def test_retrieval_eval_scores_a_runs_first_queries(agent_run, tmp_path):
     system = json.loads(result.stdout)["systems"][0]
     assert system["queries"] == {"q1": "outlook", "q2": "spaghetti", "q3": "cold brew"}
     assert system["per_question"] == {"q1": 0.0, "q2": 1.0, "q3": 0.0} and system["mode"] == "boolean"
+
+
+def test_a_malformed_first_query_is_a_miss_not_the_end_of_the_batch(agent_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    run, _env, _ = agent_run
+    path = run / "trajectories.jsonl"
+    episodes = [json.loads(line) for line in path.read_text().splitlines()]
+    for episode in episodes:
+        if episode["id"] == "q2":  # q2's first query found its gold page; make it one the parser refuses
+            first = next(s for s in episode["steps"] if (s.get("tool_call") or {}).get("name") == "search")
+            first["tool_call"]["arguments"]["query"] = "spaghetti AND ("
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    result = CliRunner().invoke(app, ["retrieval-eval", "--corpus", str(tmp_path / "c"), "--questions",
+                                      str(tmp_path / "q.jsonl"), "--queries-from", str(run), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    system = json.loads(result.stdout)["systems"][0]
+    assert system["query_errors"] == 1 and system["per_question"] == {"q1": 0.0, "q2": 0.0, "q3": 0.0}
