@@ -17,7 +17,7 @@ its default when OMP_WAIT_POLICY is unset) and a fixed 2 threads. `passive-2` an
 run's episodes (its `run_summary.json` seconds, model load excluded) and its whole process.
 
 Usage:
-    python -m benchmarks.bench_load [--limit 8] [--conditions alone,busy,model] [--variants ours,spin]
+    python -m benchmarks.bench_load [--limit 8] [--conditions alone,busy,model] [--variants ours,before]
         [--work DIR] [--model default] [--format json]
 With no --work it builds the sample suite in a temporary folder. Run it alone on the machine
 (`flock -x /tmp/dossier-cpu.lock ...` here): the point is the load it adds itself.
