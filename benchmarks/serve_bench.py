@@ -21,6 +21,7 @@ episodes took the same turns on both servers.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -184,7 +185,7 @@ def summarize(name: str, episodes: list[EpisodeRecord], wall_s: float) -> dict:
         "wall_s": round(wall_s, 2),
         "episodes_per_hour": round(len(episodes) / wall_s * 3600, 1),
         "ttft_p50_s": round(statistics.median(ttfts), 3) if ttfts else None,
-        "ttft_p90_s": round(ttfts[int(0.9 * (len(ttfts) - 1))], 3) if ttfts else None,
+        "ttft_p90_s": round(ttfts[math.ceil(0.9 * len(ttfts)) - 1], 3) if ttfts else None,  # nearest rank
         "mean_request_s": round(statistics.fmean(t.latency_s for t in turns), 3) if turns else None,
         "prompt_tokens": sum(prompt) if len(prompt) == len(turns) else None,
         "cached_token_fraction": round(sum(cached) / sum(prompt), 4) if cached and len(cached) == len(turns) else None,

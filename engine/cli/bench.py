@@ -49,7 +49,8 @@ def bench_engine(
         typer.Option("--ablations/--no-ablations", help="Also run Dossier with one sequence per step and with "
                      "prefix caching off."),
     ] = True,
-    threads: Annotated[int | None, typer.Option(help="torch and numba threads (default: their own choice).")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch and numba threads, fixed for Dossier and its peers "
+                                                     "(default: Dossier's engine adapts them to the load).")] = None,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB.")] = 4.0,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
     attention: Annotated[str, typer.Option(help="auto, triton, flash_attn (GPU), numba or sdpa (CPU).")] = "auto",
@@ -101,7 +102,7 @@ def bench_engine(
         set_threads(threads)
     config = EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
-        dtype=dtype, block_size=block_size, quantization=quantization,
+        dtype=dtype, block_size=block_size, quantization=quantization, cpu_threads=threads,
     )
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     load_before = os.getloadavg()[0]

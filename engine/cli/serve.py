@@ -33,7 +33,8 @@ def serve(
     dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
     attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
     quantization: QuantizationOpt = None,
-    threads: Annotated[int | None, typer.Option(help="torch and numba threads (default: their own choice).")] = None,
+    threads: Annotated[int | None, typer.Option(help="torch and numba threads, fixed (default: one per core other "
+                                                     "processes leave free, re-read every 2 s).")] = None,
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
@@ -77,7 +78,8 @@ def serve(
     if threads:
         set_threads(threads)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device,
-                         dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization)
+                         dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
+                         cpu_threads=threads)
     if ray is not None:
         EngineConfig(**engine_kwargs)  # bad engine options fail here, before any worker loads the model
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port,
