@@ -196,7 +196,14 @@ class MadqaHarness:
         messages.append(reply)
         images: list[dict] = []
         for call in reply.get("tool_calls") or []:
-            name, arguments = call["function"]["name"], json.loads(call["function"]["arguments"] or "{}")
+            name = call["function"]["name"]
+            try:
+                arguments = json.loads(call["function"]["arguments"] or "{}")
+            except json.JSONDecodeError:  # cut off by max_tokens: a malformed turn, answered as our agent's are
+                messages.append({"role": "tool", "tool_call_id": call["id"],
+                                 "content": "Error: this call was cut off at the token limit (its arguments are not "
+                                            "complete JSON). Call the tool again, shorter."})
+                continue
             if name == "provide_answer":
                 from engine.datasets.formats import Evidence
 

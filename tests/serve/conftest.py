@@ -16,11 +16,11 @@ pytest.importorskip("openai", reason="the serve tests use the official openai cl
 class Live:
     """A running server: its URL, backend (for counters) and an openai client."""
 
-    def __init__(self, url, backend, model_name):
+    def __init__(self, url, backend, model_name, timeout: float = 120):
         from openai import OpenAI
 
         self.url, self.backend, self.model = url, backend, model_name
-        self.client = OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        self.client = OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=timeout)
 
     def stats(self) -> dict:
         import httpx2
