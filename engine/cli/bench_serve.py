@@ -34,14 +34,15 @@ def bench_serve(
     Each client runs BM25-agent episodes that re-send the whole conversation every turn (as
     MADQA's harness does); both servers load the same weights with the same thread count,
     KV memory and greedy decoding. Prints episodes/hour, time to first token, request latency
-    and the fraction of prompt tokens served from cache.
+    and the fraction of prompt tokens served from cache. Below, a small run on a loaded
+    2-core machine (load average 13-16); the defaults are the run to quote.
 
     Example:
-        $ dossier bench serve --clients 8 --episodes 16
-        server               episodes  wall s  episodes/h  TTFT p50  TTFT p90  request s  cached
-        dossier serve              16   120.4       478.4     1.10 s    3.2 s     2.9 s    0.871
-        transformers serve         16   400.2       143.9     8.1 s    14.0 s    12.1 s      n/a
-        episodes/hour ratio 3.32x · episodes with the same turns on both: 15/16
+        $ dossier bench serve --clients 4 --episodes 4 --max-iterations 2 --max-tokens 32 --kv-cache-gib 0.5
+        server               episodes  wall s episodes/h  TTFT p50  TTFT p90 request s  cached
+        dossier serve               4   128.6      111.9    12.87s    13.04s    57.99s   0.856
+        transformers serve          4   122.0      118.0     6.90s    13.98s    52.12s     n/a
+        episodes/hour ratio 0.95x · episodes with the same turns on both: 4/4
     """
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
     from tools.errors import DossierError
