@@ -82,14 +82,20 @@ def bench_engine(
     so by default they run 4 sessions and their time is scaled to all (`--peer-sessions 0`
     runs every session). Ablations: Dossier with one sequence per forward step, and with
     prefix caching off. Every row is printed; the headline ratio is against the fastest peer.
+    Below, a small run on a loaded 2-core machine (load average 8-15; the last row ran alone
+    after the others, at another load, so it is not comparable).
 
     Example:
-        $ dossier bench engine --sessions 16 --turns 4 --threads 2
-        system                                                 seconds  sessions  dossier speedup  match
-        dossier (paged KV kept per session, prefix cache, ...)    41.2     16/16            1.00x  16/16
-        hf naive (generate, batch 1, no cache)                   160.9      4/16            3.91x    4/4
-        ...
-        speedup vs the strongest peer (kv_cache): 1.9x · cache reuse 0.999 · prefill 560 tok/s · decode 80 tok/s
+        $ dossier bench engine --sessions 4 --turns 2 --tool-tokens 100 --new-tokens 10 --peer-sessions 2 \\
+            --padded-batch 2 --threads 2
+        system                                                              seconds  sessions  dossier speedup   match
+        dossier (paged KV kept per session, prefix cache, continuous batch     50.3    4/4               1.00x   4/4
+        hf naive (generate, batch 1, no cache)                                122.8    2/4               2.44x   2/2
+        hf kv-cache (generate, batch 1, cache kept per session)                66.4    2/4               1.32x   2/2
+        hf padded (generate, batched, left-padded, no cache)                  101.6    2/4               2.02x   2/2
+        dossier, one sequence per forward step (no batching across session     72.6    2/4               1.44x   2/2
+        dossier, prefix caching off (run after the main pass)                  26.9    4/4               0.54x   4/4
+        speedup vs the strongest peer (kv_cache): 1.32x · cache reuse 0.997 · prefill 39.4 tok/s · decode 2.5 tok/s · ...
 
     With `--images` (a vision-language model), every turn shows 3-5 page images; the naive
     peer re-sends and re-encodes every image of the history each turn:
