@@ -6,24 +6,13 @@ this holds what only the HTTP server adds.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 
+from engine.web.guard import check_exposure
 from tools.errors import DossierError
 
-__all__ = ["ServeConfig", "is_loopback"]
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and 'localhost' (an address only this machine can reach)."""
-    name = host.strip("[]")
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+__all__ = ["ServeConfig"]
 
 
 @dataclass(slots=True)
@@ -54,9 +43,10 @@ class ServeConfig:
         if self.api_key is not None and not re.fullmatch(r"[\x21-\x7e]{8,256}", self.api_key):
             raise DossierError("the API key must be 8-256 printable ASCII characters without spaces, "
                                "e.g. from `openssl rand -hex 16`")
-        if self.api_key is None and not is_loopback(self.host):
-            raise DossierError(f"--host {self.host} lets other machines reach the server: pass --api-key KEY too "
-                               "(every request must then send 'Authorization: Bearer KEY'), or keep 127.0.0.1")
+        refusal = check_exposure(self.host, self.api_key, app="the server", flag="--api-key KEY",
+                                 how="send 'Authorization: Bearer KEY'")
+        if refusal:
+            raise DossierError(refusal)
         if not self.served_model_names or not all(n.strip() for n in self.served_model_names):
             raise DossierError("give at least one non-empty served model name")
         for name in ("max_request_bytes", "max_image_bytes", "max_image_pixels", "max_images_per_request",

@@ -7,27 +7,14 @@ they mean for `dossier run` (engine/agents/settings.py): the studio searches thr
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.web.guard import check_exposure
 from tools.errors import DossierError
 
-__all__ = ["StudioConfig", "is_loopback"]
-
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and 'localhost' (a host only this machine can reach)."""
-    if host.strip("[]") in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
+__all__ = ["StudioConfig"]
 
 @dataclass(slots=True)
 class StudioConfig:
@@ -59,9 +46,9 @@ class StudioConfig:
         if self.token is not None and not re.fullmatch(r"[A-Za-z0-9._~-]{8,200}", self.token):
             raise DossierError("the token must be 8-200 characters of A-Z a-z 0-9 . _ ~ - (it travels in a URL "
                                "and a cookie), e.g. from `openssl rand -hex 16`")
-        if self.token is None and not is_loopback(self.host):
-            raise DossierError(f"--host {self.host} lets other machines reach the studio: pass --token SECRET "
-                               "too (every request must then carry it), or keep the default 127.0.0.1")
+        refusal = check_exposure(self.host, self.token, app="the studio", flag="--token SECRET", how="carry it")
+        if refusal:
+            raise DossierError(refusal)
         if self.k < 1:
             raise DossierError(f"k must be at least 1 (got {self.k})")
         if self.search_mode not in ("boolean", "bag"):

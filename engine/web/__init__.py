@@ -1,0 +1,1 @@
+"""What Dossier's HTTP apps (`dossier serve`, `dossier studio`) share: the front door."""
