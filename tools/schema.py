@@ -14,7 +14,7 @@ and an agent collects the specs it offers into a `ToolRegistry`. The registry ex
 
 The validator covers the JSON-schema subset the specs use: type (object, string, integer,
 number, boolean, array, null), properties, required, additionalProperties, enum, const,
-minimum/maximum, minLength, items, minItems/maxItems, and defaults for missing optionals.
+minimum/maximum, minLength/maxLength, items, minItems/maxItems, and defaults for missing optionals.
 """
 
 from __future__ import annotations
@@ -190,6 +190,9 @@ def _check(value, schema: dict, where: str) -> None:
             raise DossierError(f"{where} must be <= {schema['maximum']}, got {_show(value)}")
     if isinstance(value, str) and len(value) < schema.get("minLength", 0):
         raise DossierError(f"{where} must have at least {schema['minLength']} characters, got {_show(value)}")
+    if isinstance(value, str) and "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise DossierError(f"{where} must have at most {schema['maxLength']} characters (got {len(value)}): "
+                           f"shorten it")
     if isinstance(value, (list, tuple)):
         if len(value) < schema.get("minItems", 0) or len(value) > schema.get("maxItems", len(value)):
             low, high = schema.get("minItems", 0), schema.get("maxItems", "any")

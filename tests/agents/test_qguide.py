@@ -295,3 +295,62 @@ def test_a_call_repeated_in_one_round_runs_once(tmp_path, corpus):
     _, trajs, backend = run(tmp_path, corpus, policy, [q()])
     assert [s["role"] for s in trajs["q1"]["steps"]] == ["policy", "lookup", "policy"]  # one reader turn, not two
     assert len(trajs["q1"]["steps"][0]["tool_result"]["observations"]) == 4 and trajs["q1"]["qguide"]["observations"] == 4
+
+
+def test_citations_are_bounded_by_the_cited_documents_page_count(tmp_path, corpus):
+    """The memo has 2 pages: the schema given to the model caps its citations at page 2, and a
+    citation of page 10 from an unconstrained model is dropped when parsing (the answer stays)."""
+    def policy(qid, turn, messages):
+        return submit("$48,250", "high", [{"document": "memo", "page": 10}, {"document": "memo", "page": 1}])
+
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q(), q("q2", document=None)])
+    assert preds["q1"].citations == [Evidence("memo", 1)] and preds["q1"].answer == ["$48,250"]
+    assert preds["q2"].citations == [Evidence("memo", 1)]
+    schema = next(t.schema for qid, t in backend.submitted if qid == "q1")
+    submit_part = schema["anyOf"][1]
+    assert submit_part["properties"]["citations"]["items"]["properties"]["page"]["maximum"] == 2
+
+
+def test_submit_and_round_schemas_bound_pages_and_free_text_with_xgrammar():
+    """Compiled as the engine compiles them: page 10 of a 1-page poster and a 161-character lookup
+    question are rejected; the longest allowed question and a valid page are accepted."""
+    xgr = pytest.importorskip("xgrammar")
+    from engine.agents.qguide.config import _narrow
+    from engine.agents.qguide.protocol import round_schema, submit_schema
+    from engine.core.structured import json_schema_grammar
+    from tools.perception import TARGETED_LOOKUP
+    from tools.perception.specs import MAX_TEXT_CHARS
+
+    counts = {"poster": 1, "report": 9, "memo": 9}
+    schema = round_schema([_narrow(TARGETED_LOOKUP, list(counts), None)], list(counts), counts)
+    assert submit_schema(list(counts), counts) == schema["anyOf"][1]
+    grammar = xgr.Grammar.from_ebnf(json_schema_grammar(schema))
+    accepts = xgr.testing._is_grammar_accept_string
+
+    def cite(document, page):
+        return submit("x", "high", [{"document": document, "page": page}])
+
+    def lookup(question):
+        return perceive(("targeted_lookup", {"document": "poster", "page": 1, "question": question}))
+
+    assert accepts(grammar, cite("poster", 1)) and accepts(grammar, cite("report", 9))
+    assert not accepts(grammar, cite("poster", 10)) and not accepts(grammar, cite("poster", 2))
+    assert not accepts(grammar, cite("report", 10)) and not accepts(grammar, cite("other", 1))
+    assert accepts(grammar, lookup("q" * MAX_TEXT_CHARS))
+    assert not accepts(grammar, lookup("q" * (MAX_TEXT_CHARS + 1)))
+    # documents sharing a page count share one alternative: the grammar grows with distinct counts
+    assert len(schema["anyOf"][1]["properties"]["citations"]["items"]["anyOf"]) == 2
+
+
+def test_an_overlong_lookup_question_is_an_error_observation(tmp_path, corpus):
+    """Without a grammar, a question over the limit is refused by the tool's check, and the model is told."""
+    from tools.perception.specs import MAX_TEXT_CHARS
+
+    def policy(qid, turn, messages):
+        if turn == 1:
+            return perceive(("targeted_lookup", {"document": "memo", "page": 1, "question": "w" * (MAX_TEXT_CHARS + 1)}))
+        assert f"at most {MAX_TEXT_CHARS} characters" in messages[-1][1]
+        return submit("$48,250", "high", [{"document": "memo", "page": 1}])
+
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()])
+    assert preds["q1"].answer == ["$48,250"] and len(backend.submitted) == 2  # no lookup reader turn ran

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from tools.schema import ToolSpec
 
-__all__ = ["PERCEPTION_TOOLS", "TEXT_RECOVERY", "VISUAL_DETAIL", "SPATIAL_RECOVERY", "STRUCTURE_RECOVERY",
+__all__ = ["MAX_TEXT_CHARS", "PERCEPTION_TOOLS", "TEXT_RECOVERY", "VISUAL_DETAIL", "SPATIAL_RECOVERY", "STRUCTURE_RECOVERY",
            "TARGETED_LOOKUP"]
+
+# Free-text arguments (a lookup's question, a phrase to locate) are bounded so that a round of several
+# calls fits one turn's token budget (256 tokens by default): four lookups with unbounded questions
+# overran it, and a round cut off mid-JSON is unparseable.
+MAX_TEXT_CHARS = 160
 
 _DOCUMENT = {"type": "string", "minLength": 1, "description": "Document id (the PDF's file name without .pdf)."}
 _PAGE = {"type": "integer", "minimum": 1, "description": "Page number, starting at 1."}
@@ -48,7 +53,8 @@ SPATIAL_RECOVERY = ToolSpec(
     "mode=colors: each word's text and background colour (e.g. which value is red, which row is highlighted). "
     "mode=line: the words along the line from (x0, y0) to (x1, y1), in order (labels along a route, diagonal text).",
     _params({"mode": {"type": "string", "enum": ["words", "colors", "line"], "default": "words"},
-             "query": {"type": "string", "minLength": 1, "description": "Phrase to locate (modes words, colors)."},
+             "query": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS,
+                       "description": "Phrase to locate (modes words, colors)."},
              "line": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 4,
                       "maxItems": 4, "description": "Mode line: [x0, y0, x1, y1], the end points as fractions of the page."},
              "corridor": {"type": "number", "minimum": 0.001, "maximum": 0.5, "default": 0.02,
@@ -65,7 +71,8 @@ TARGETED_LOOKUP = ToolSpec(
     "targeted_lookup",
     "Ask a precise question about one region you have already located (a total, a width, a label, a table entry); "
     "the region's image and text are read by the model and a short answer is returned.",
-    _params({"question": {"type": "string", "minLength": 1, "description": "The question about this region."}},
+    _params({"question": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS,
+                          "description": "The question about this region."}},
             required=("question",)),
 )
 

@@ -98,6 +98,7 @@ class Setup:
     collection: bool  # no document named: the agent searches the corpus
     document: str | None  # the document named by the question
     page_count: int | None  # its pages
+    page_counts: dict[str, int]  # pages of each document a citation may name (checked when parsing a submission)
     budgets: list[int]  # T_max values whose answers are recorded (the sweep, else [max_rounds])
 
 
@@ -117,6 +118,10 @@ def setup_for(question, settings, env) -> Setup:
         offered.append(search_spec())
         tools = [*tools, SEARCH]
     citable = documents if settings.cite_known_documents else None
+    if document is not None and citable:
+        page_counts = {document: page_count}
+    else:  # a collection: any document of the corpus (the schema names them only with cite_known_documents)
+        page_counts = {info.id: info.page_count for info in env.store.documents()}
     budgets = parse_sweep(settings.max_rounds_sweep) or [settings.max_rounds]
-    return Setup(tools, round_schema(offered, citable), submit_schema(citable), vision, document is None, document,
-                 page_count, budgets)
+    return Setup(tools, round_schema(offered, citable, page_counts), submit_schema(citable, page_counts), vision,
+                 document is None, document, page_count, page_counts, budgets)

@@ -173,7 +173,7 @@ class Loop:
             return self._on_verdict(raw, record)
         self.turns += 1
         record["round"] = self.turns
-        call = parse_turn(raw, not self._forced, self.setup.tools)
+        call = parse_turn(raw, not self._forced, self.setup.tools, self.setup.page_counts)
         if isinstance(call, Malformed):
             record["tool_result"] = {"error": call.reason}
             if self._forced:

@@ -11,6 +11,7 @@ the arbitration turn is {"choice": n}; a targeted lookup's reader turn is {"answ
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from engine.agents.protocol import MAX_ANSWER_CHARS, MAX_ITEMS, Malformed, answe
 from engine.datasets.formats import Evidence
 from tools.schema import ToolSpec
 
-__all__ = ["LEVELS", "MAX_CALLS", "PerceiveCall", "SubmitCall", "round_schema", "submit_schema", "verify_schema",
+__all__ = ["LEVELS", "MAX_CALLS", "PerceiveCall", "SubmitCall", "citation_schema", "round_schema", "submit_schema", "verify_schema",
            "choice_schema", "lookup_schema", "parse_turn", "parse_verdict", "parse_choice", "parse_lookup"]
 
 LEVELS = ("low", "med", "high")  # the confidence levels, in order
@@ -46,16 +47,42 @@ class SubmitCall:
                                                 "confidence": self.confidence}}
 
 
-def submit_schema(documents: list[str] | None = None) -> dict:
-    """The submission: the BM25 agent's answer and citations, plus a confidence level."""
-    params = answer_spec(documents).parameters
+def citation_schema(page_counts: dict[str, int]) -> dict:
+    """One citation whose page lies within its document: 1..page count of the document it names.
+
+    Documents with the same page count share one alternative, so the grammar grows with the number
+    of distinct page counts, not with the number of documents.
+    """
+    by_count: dict[int, list[str]] = {}
+    for document, count in page_counts.items():
+        by_count.setdefault(max(int(count), 1), []).append(document)
+    options = [{"type": "object",
+                "properties": {"document": {"type": "string", "enum": sorted(documents)},
+                               "page": {"type": "integer", "minimum": 1, "maximum": count}},
+                "required": ["document", "page"], "additionalProperties": False}
+               for count, documents in sorted(by_count.items())]
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def submit_schema(documents: list[str] | None = None, page_counts: dict[str, int] | None = None) -> dict:
+    """The submission: the BM25 agent's answer and citations, plus a confidence level.
+
+    Args:
+        documents: the document ids citations may name (None: any id).
+        page_counts: pages of each of those documents; a citation's page is then bounded by its
+            document's page count (a 1-page poster can only be cited at page 1).
+    """
+    params = copy.deepcopy(answer_spec(documents).parameters)
+    if documents and page_counts:
+        params["properties"]["citations"]["items"] = citation_schema({d: page_counts[d] for d in documents})
     return {"type": "object",
             "properties": {"tool": {"const": "submit"}, **params["properties"],
                            "confidence": {"type": "string", "enum": list(LEVELS)}},
             "required": ["tool", "answer", "citations", "confidence"], "additionalProperties": False}
 
 
-def round_schema(specs: list[ToolSpec], documents: list[str] | None = None) -> dict:
+def round_schema(specs: list[ToolSpec], documents: list[str] | None = None,
+                 page_counts: dict[str, int] | None = None) -> dict:
     """A free turn: one round of calls to the offered tools, or a submission."""
     calls = [spec.call_schema() for spec in specs]
     call = calls[0] if len(calls) == 1 else {"anyOf": calls}
@@ -63,7 +90,7 @@ def round_schema(specs: list[ToolSpec], documents: list[str] | None = None) -> d
                 "properties": {"tool": {"const": "perceive"},
                                "calls": {"type": "array", "items": call, "minItems": 1, "maxItems": MAX_CALLS}},
                 "required": ["tool", "calls"], "additionalProperties": False}
-    return {"anyOf": [perceive, submit_schema(documents)]}
+    return {"anyOf": [perceive, submit_schema(documents, page_counts)]}
 
 
 def verify_schema(observations: int) -> dict:
@@ -95,11 +122,14 @@ def _object(raw: str) -> dict | Malformed:
     return obj if isinstance(obj, dict) else Malformed("the JSON is not an object")
 
 
-def parse_turn(raw: str, allow_tools: bool, tool_names: list[str]) -> PerceiveCall | SubmitCall | Malformed:
+def parse_turn(raw: str, allow_tools: bool, tool_names: list[str],
+               page_counts: dict[str, int] | None = None) -> PerceiveCall | SubmitCall | Malformed:
     """A policy turn as a round of calls or a submission; anything unusable is `Malformed(reason)`.
 
     A call to a tool that is not offered, or with bad arguments, is kept: running it yields an
-    error observation, so the model sees what was wrong (the round still counts).
+    error observation, so the model sees what was wrong (the round still counts). With
+    `page_counts`, a citation of a document not listed there or of a page outside 1..its page
+    count is dropped (the schema admits none; this holds the same rule for unconstrained models).
     """
     obj = _object(raw)
     if isinstance(obj, Malformed):
@@ -129,6 +159,8 @@ def parse_turn(raw: str, allow_tools: bool, tool_names: list[str]) -> PerceiveCa
             return Malformed(f"submit needs 'confidence': one of {', '.join(LEVELS)}")
         citations = parse_citations((obj.get("citations") or [])[:MAX_ITEMS] if isinstance(obj.get("citations"), list)
                                     else None)
+        if page_counts is not None:
+            citations = [c for c in citations if 1 <= c.page <= page_counts.get(c.document, 0)]
         return SubmitCall([str(a).strip() for a in answer], citations, confidence)
     return Malformed(f"unknown tool {tool!r}; use 'perceive' or 'submit'")
 
