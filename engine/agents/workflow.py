@@ -225,13 +225,33 @@ class WorkflowEpisode:
         return Prediction(self.question.id, self.question.question, self.answer or UNKNOWN, self.citations(), searches,
                           calls, extra)
 
+    def _all_steps(self) -> tuple[list[dict], list[list[int]]]:
+        """Every model call of the episode in reading order, and each document's step numbers.
+
+        The plan's calls come first, then each document's extraction calls (its searches, answer and
+        record, tagged `"stage": "extract"` and `"document"`) in the plan's document order, then the
+        code calls; steps are numbered 1.. over the whole list. The documents ran concurrently, so
+        this order is the plan's, not the clock's.
+        """
+        plan = [s for s in self.steps if s["stage"] == "plan"]
+        code = [s for s in self.steps if s["stage"] != "plan"]
+        extract = [{**s, "stage": "extract", "document": c.task.document} for c in self.children for s in c.steps]
+        merged = [{**s, "step": number} for number, s in enumerate(plan + extract + code, start=1)]
+        numbers, start = [], len(plan) + 1
+        for child in self.children:
+            numbers.append(list(range(start, start + len(child.steps))))
+            start += len(child.steps)
+        return merged, numbers
+
     def trajectory(self) -> dict:
         final = {"answer": self.answer, "citations": [c.to_json() for c in self.citations()], "reason": self.reason,
                  **({"failure": self.failure} if self.failure else {})}
-        return {"id": self.question.id, "question": self.question.question, "agent": "workflow", "steps": self.steps,
+        steps, numbers = self._all_steps()
+        extractions = [{**c.summary(), "step_numbers": n} for c, n in zip(self.children, numbers)]
+        return {"id": self.question.id, "question": self.question.question, "agent": "workflow", "steps": steps,
                 "final": final,
                 "workflow": {"plan": self.plan.to_json() if self.plan else None, "metadata": self.metadata_source,
-                             "extractions": [c.summary() for c in self.children], "records": self.records,
+                             "extractions": extractions, "records": self.records,
                              "code": self.code_runs, "failure": self.failure}}
 
 

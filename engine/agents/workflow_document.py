@@ -151,10 +151,10 @@ class DocumentEpisode(Episode):
         return "\n".join(lines)
 
     def summary(self) -> dict:
-        """This document's part of the workflow trajectory."""
+        """This document's part of the workflow trajectory (its steps go into the parent's top-level steps)."""
         return {"document": self.task.document, "subquery": self.task.subquery, "fields": self.task.fields,
                 "answer": self.answer.answer if self.answer else None,
                 "citations": [c.to_json() for c in self.answer.citations] if self.answer else [],
                 "record": self.record, "normalised": self.normalised, "pages_seen": self.pages_seen,
                 "failed_stage": self.failed_stage, "error": self.error, "reason": self.reason,
-                "prompt": [list(m) for m in self.prompt], "steps": self.steps}
+                "prompt": [list(m) for m in self.prompt]}

@@ -45,6 +45,11 @@ def _common_prefix(sequences: list[list[int]]) -> int:
     return length
 
 
+def _first_cached(record: dict, extraction: dict) -> int:
+    """Tokens a document's first extraction turn found cached (its steps sit in the record's top-level steps)."""
+    return int(record["steps"][extraction["step_numbers"][0] - 1]["tokens"].get("cached", 0))
+
+
 def load_workflow_trajectories(path: str | Path) -> list[dict]:
     out = []
     with open(path, encoding="utf-8") as fh:
@@ -67,7 +72,8 @@ def prefix_cache_report(trajectories: list[dict], render: Callable[[list], list[
     questions = documents = shared_total = cached_total = first_cached = 0
     shares, prefix_lengths = [], []
     for record in trajectories:
-        extractions = [x for x in (record.get("workflow") or {}).get("extractions", []) if x.get("prompt") and x["steps"]]
+        extractions = [x for x in (record.get("workflow") or {}).get("extractions", [])
+                       if x.get("prompt") and x.get("step_numbers")]
         if len(extractions) < 2:
             continue
         prompts = [render(x["prompt"]) for x in extractions]
@@ -76,9 +82,9 @@ def prefix_cache_report(trajectories: list[dict], render: Callable[[list], list[
             continue
         questions += 1
         prefix_lengths.append(shared)
-        first_cached += int(extractions[0]["steps"][0]["tokens"].get("cached", 0))
+        first_cached += _first_cached(record, extractions[0])
         for x in extractions[1:]:
-            cached = min(int(x["steps"][0]["tokens"].get("cached", 0)), shared)
+            cached = min(_first_cached(record, x), shared)
             documents += 1
             shared_total += shared
             cached_total += cached

@@ -3,6 +3,8 @@
 - Accuracy at budget N (MADQA Figure 9): the answer the agent would have given had it been
   stopped after N searches — its last `answer` call made while at most N searches had been
   issued. An episode with no such answer, or a gold item without an episode, counts as wrong.
+  A per-document child's answer (a step with a `document`) answers a sub-question, not the
+  question: its searches count, its answer does not.
 - First-query hit rate (MADQA Figure 22): the share of episodes whose first search returned
   a gold page (a gold document); an episode that never searched is a miss. Items without
   gold evidence are left out.
@@ -31,7 +33,7 @@ def answer_at_budget(episode: Episode, budget: int) -> tuple[bool, str | list[st
     for step in episode.steps:
         if step.tool == "search":
             searches += 1
-        elif step.tool == "answer" and searches <= budget:
+        elif step.tool == "answer" and step.document is None and searches <= budget:
             found, answer = True, step.answer
     return found, answer
 

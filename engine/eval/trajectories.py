@@ -1,8 +1,10 @@
 """Reading `trajectories.jsonl` (CONTRIBUTING.md, "Run directories and trajectories").
 
 Only what evaluation needs is kept per step: the tool name, a search's query and returned
-pages, an answer call's answer and citations. Malformed steps (`"tool_call": null`) stay in
-the episode as steps without a tool. Human trajectories use the same schema.
+pages, an answer call's answer and citations, and the document of a step made by a per-document
+child episode (the workflow agent's extractions carry `"document"`). Malformed steps
+(`"tool_call": null`) stay in the episode as steps without a tool. Human trajectories use the
+same schema.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Step:
     pages: tuple[Evidence, ...] = ()  # pages a search returned
     answer: str | list[str] | None = None  # an answer call's answer
     citations: tuple[Evidence, ...] = ()  # an answer call's citations
+    document: str | None = None  # set on a per-document child's step: its answer answers a sub-question
 
 
 @dataclass(slots=True)
@@ -79,19 +82,22 @@ def parse_episode(obj: object, where: str) -> Episode:
     steps = []
     for raw in raw_steps:
         call = raw.get("tool_call") if isinstance(raw, dict) else None
+        document = raw.get("document") if isinstance(raw, dict) and isinstance(raw.get("document"), str) else None
         if not isinstance(call, dict) or not call.get("name"):
-            steps.append(Step(None))
+            steps.append(Step(None, document=document))
             continue
         name = str(call["name"])
         args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
         result = raw.get("tool_result") if isinstance(raw.get("tool_result"), dict) else {}
         if name == "search":
             query = args.get("query")
-            steps.append(Step(name, query=None if query is None else str(query), pages=_pages(result.get("pages"), where)))
+            steps.append(Step(name, query=None if query is None else str(query), pages=_pages(result.get("pages"), where),
+                              document=document))
         elif name == "answer":
-            steps.append(Step(name, answer=_answer(args.get("answer")), citations=_pages(args.get("citations"), where)))
+            steps.append(Step(name, answer=_answer(args.get("answer")), citations=_pages(args.get("citations"), where),
+                              document=document))
         else:
-            steps.append(Step(name))
+            steps.append(Step(name, document=document))
     final = obj.get("final") if isinstance(obj.get("final"), dict) else {}
     episode_id = obj.get("id")
     extra = {k: v for k, v in obj.items() if k not in ("id", "question", "agent", "steps", "final")}

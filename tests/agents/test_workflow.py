@@ -19,6 +19,11 @@ def corpus(tmp_path_factory):
     return build_corpus(tmp_path_factory.mktemp("reports") / "c")
 
 
+def steps_of(trajectory: dict, document: str) -> list[dict]:
+    """A document's extraction steps, read from the episode's top-level steps."""
+    return [s for s in trajectory["steps"] if s.get("document") == document]
+
+
 def run(tmp_path, corpus, policy, questions=None, **settings):
     backend = ScriptedBackend(policy)
     env = AgentEnv(corpus, page_chars=400)
@@ -43,10 +48,15 @@ def test_plan_extract_normalise_code_end_to_end(tmp_path, corpus):
     alder = next(x for x in flow["extractions"] if x["document"] == "alder-ar-2023")
     assert alder["subquery"] == "What was the revenue of Alder in 2023?"  # the template filled by Dossier
     assert alder["record"] == {"value": "97,300", "scale": "thousands", "unit": "USD", "page": 2}
-    assert [s["tool_call"]["name"] for s in alder["steps"]] == ["search", "answer", "record"]
-    assert alder["steps"][0]["tool_result"]["pages"][0] == {"document": "alder-ar-2023", "page": 2}
-    assert [s["stage"] for s in t["steps"]] == ["plan", "code"]
-    assert t["steps"][1]["tool_result"]["ok"] and t["workflow"]["code"][0]["result"]["stdout"] == "131.475\n"
+    alder_steps = steps_of(t, "alder-ar-2023")
+    assert [s["tool_call"]["name"] for s in alder_steps] == ["search", "answer", "record"]
+    assert alder_steps[0]["tool_result"]["pages"][0] == {"document": "alder-ar-2023", "page": 2}
+    # plan, then each document's calls in the plan's document order, then code; numbered over the whole episode
+    assert [s["stage"] for s in t["steps"]] == ["plan"] + ["extract"] * 12 + ["code"]
+    assert [s.get("document") for s in t["steps"][1:-1]] == [d for d in annual_2023 for _ in range(3)]
+    assert [s["step"] for s in t["steps"]] == list(range(1, 15))
+    assert [t["steps"][n - 1] for n in alder["step_numbers"]] == alder_steps and "steps" not in alder
+    assert t["steps"][-1]["tool_result"]["ok"] and t["workflow"]["code"][0]["result"]["stdout"] == "131.475\n"
     assert "Record: 97.3 USD million (printed 97,300 thousands USD, page 2)" in p.extra["document_dialogs"]["alder-ar-2023"]
     assert backend.opened == backend.closed == 1 + 4  # the parent and one session per document
     child_turns = [turn for qid, turn in backend.submitted if "/" in qid]
@@ -72,7 +82,7 @@ def test_invalid_plan_is_retried_once_with_the_error_shown(tmp_path, corpus):
     summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy(plans=[bad, plan_reply()]))
     assert preds["w1"].answer == "131.475"
     steps = trajs["w1"]["steps"]
-    assert [s["stage"] for s in steps] == ["plan", "plan", "code"]
+    assert [s["stage"] for s in steps] == ["plan", "plan"] + ["extract"] * 12 + ["code"]
     assert "'auditor', which is not a metadata field" in steps[0]["tool_result"]["error"]
     assert "That plan failed: 'restriction' names 'auditor'" in steps[1]["input_delta"]
 
@@ -98,7 +108,8 @@ def test_code_error_is_retried_then_answers(tmp_path, corpus):
     assert preds["w1"].answer == "131.475"
     runs = trajs["w1"]["workflow"]["code"]
     assert runs[0]["result"]["error"] == "ZeroDivisionError: float division by zero" and runs[1]["result"]["ok"]
-    assert "That program failed: ZeroDivisionError: float division by zero" in trajs["w1"]["steps"][2]["input_delta"]
+    code_steps = [s for s in trajs["w1"]["steps"] if s["stage"] == "code"]
+    assert "That program failed: ZeroDivisionError: float division by zero" in code_steps[1]["input_delta"]
 
 
 @pytest.mark.parametrize(("codes", "message"), [
@@ -133,8 +144,9 @@ def test_a_document_that_never_answers_is_retried_then_left_out(tmp_path, corpus
     assert p.extra["workflow"]["failed_documents"] == [
         {"document": "dune-ar-2023", "stage": "extraction", "reason": "no answer (max_iterations)"}]
     dune = next(x for x in trajs["w1"]["workflow"]["extractions"] if x["document"] == "dune-ar-2023")
-    assert len(dune["steps"]) == 4  # 3 turns, then the retry that demands an answer
-    assert "Answer now with the answer tool" in dune["steps"][3]["input_delta"]
+    dune_steps = steps_of(trajs["w1"], "dune-ar-2023")
+    assert len(dune_steps) == 4 and len(dune["step_numbers"]) == 4  # 3 turns, then the retry that demands an answer
+    assert "Answer now with the answer tool" in dune_steps[3]["input_delta"]
     assert "Error: no answer (max_iterations)" in p.extra["document_dialogs"]["dune-ar-2023"]
 
 
@@ -146,8 +158,7 @@ def test_a_late_answer_after_the_retry_is_used(tmp_path, corpus):
 
     _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(child=child), extract_iterations=3)
     assert preds["w1"].answer == "131.475"  # Birch answered on its retry turn
-    birch = next(x for x in trajs["w1"]["workflow"]["extractions"] if x["document"] == "birch-ar-2023")
-    calls = [s["tool_call"]["name"] if s["tool_call"] else None for s in birch["steps"]]
+    calls = [s["tool_call"]["name"] if s["tool_call"] else None for s in steps_of(trajs["w1"], "birch-ar-2023")]
     assert calls == ["search", "search", None, "answer", "record"]  # its third turn had to answer; the retry did
 
 
@@ -212,3 +223,23 @@ def test_several_questions_run_together_and_resume(tmp_path, corpus):
     again = ScriptedBackend(workflow_policy())
     rerun = RolloutRunner(again, AgentSettings(agent="workflow"), AgentEnv(corpus), tmp_path / "run").run(qs)
     assert rerun.skipped == 2 and again.opened == 0
+
+
+def test_eval_counts_the_documents_searches_but_not_their_answers(tmp_path, corpus):
+    """`dossier eval` of a workflow run: the children's searches are the episode's effort (4 documents x 1
+    search), and a child's answer (one document's revenue) is not taken as the question's answer."""
+    from engine.datasets.formats import write_jsonl
+    from engine.eval.compare import load_system
+    from engine.eval.steps import answer_at_budget
+    from engine.eval.trajectories import load_trajectories
+
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy())
+    out = tmp_path / "run"
+    write_jsonl(tmp_path / "questions.jsonl", [question()])
+    (out / "run.json").write_text(json.dumps({"agent": "workflow", "questions": str(tmp_path / "questions.jsonl")}))
+    items, report = load_system(out)
+    assert report["behaviour"]["searches_per_question"] == 4 == len(preds["w1"].search_history)
+    (episode,), errors = load_trajectories(out / "trajectories.jsonl")
+    assert not errors and [s.document for s in episode.searches] == sorted(doc(c, 2023) for c in REVENUE_2023)
+    assert [s.tool for s in episode.steps].count("answer") == 4  # one per document, each tagged with it
+    assert answer_at_budget(episode, 4) == (False, None)
