@@ -24,6 +24,7 @@ import json
 import math
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -68,10 +69,16 @@ def _env(threads: int) -> dict:
 class Server:
     """A server process; `url` once it answers /health."""
 
-    def __init__(self, name: str, command: list[str], env: dict, model_name: str, url: str | None = None) -> None:
+    def __init__(self, name: str, command: list[str], env: dict, model_name: str, url: str | None = None,
+                 temporary: Path | None = None) -> None:
         self.name, self.url, self.model_name = name, url, model_name  # model_name: what requests must say
+        self.temporary = temporary  # a folder made for this server, removed by stop()
         self.log = tempfile.NamedTemporaryFile("w+", prefix=f"dossier-bench-{name}-", suffix=".log", delete=False)
-        self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        try:
+            self.process = subprocess.Popen(command, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+        except BaseException:
+            self._remove_files()
+            raise
 
     def wait(self, timeout: float = 600) -> str:
         import httpx2
@@ -102,7 +109,13 @@ class Server:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+        self._remove_files()
+
+    def _remove_files(self) -> None:
+        self.log.close()
         Path(self.log.name).unlink(missing_ok=True)
+        if self.temporary is not None:
+            shutil.rmtree(self.temporary, ignore_errors=True)  # symlinks only: the model's own files stay
 
 
 def start_dossier(model: str, workload: ServeWorkload) -> Server:
@@ -112,14 +125,18 @@ def start_dossier(model: str, workload: ServeWorkload) -> Server:
     return Server("dossier serve", command, _env(workload.threads), "bench")
 
 
-def peer_model_folder(model: str) -> Path:
-    """A folder `transformers serve` loads: the model's own, or a copy of its config naming the architecture."""
+def peer_model_folder(model: str) -> tuple[Path, bool]:
+    """A folder `transformers serve` loads, and whether it is a temporary one the caller must remove.
+
+    It is the model's own folder, or a temporary folder of symlinks to its files with a copy of its
+    config naming the architecture.
+    """
     from models.loading import resolve_model_dir
 
     folder = resolve_model_dir(model)
     config = json.loads((folder / "config.json").read_text())
     if config.get("architectures"):
-        return folder
+        return folder, False
     # the GGUF conversion writes no `architectures`; the peer picks its model class from it
     peer = Path(tempfile.mkdtemp(prefix="dossier-peer-model-"))
     for item in folder.iterdir():
@@ -129,11 +146,20 @@ def peer_model_folder(model: str) -> Path:
                "gemma3_text": "Gemma3ForCausalLM"}
     config["architectures"] = [classes.get(config.get("model_type"), "LlamaForCausalLM")]
     (peer / "config.json").write_text(json.dumps(config, indent=1))
-    return peer
+    return peer, True
 
 
 def start_transformers(model: str, workload: ServeWorkload) -> Server:
-    folder = peer_model_folder(model)
+    folder, temporary = peer_model_folder(model)
+    try:
+        return _transformers_server(folder, workload, folder if temporary else None)
+    except BaseException:
+        if temporary:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _transformers_server(folder: Path, workload: ServeWorkload, temporary: Path | None) -> Server:
     config = json.loads((folder / "config.json").read_text())
     layers, heads = config["num_hidden_layers"], config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads", heads)
@@ -146,7 +172,8 @@ def start_transformers(model: str, workload: ServeWorkload) -> Server:
                "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port),
                "--cb-block-size", str(block), "--cb-num-blocks", str(blocks), "--log-level", "warning"]
     # pinned to the folder: a request must name it exactly
-    return Server("transformers serve", command, _env(workload.threads), str(folder), url=f"http://127.0.0.1:{port}")
+    return Server("transformers serve", command, _env(workload.threads), str(folder), url=f"http://127.0.0.1:{port}",
+                  temporary=temporary)
 
 
 def run_clients(url: str, model: str, env, questions, workload: ServeWorkload, stream_usage: bool,
@@ -205,13 +232,24 @@ def run_serve_benchmark(model: str = "default", workload: ServeWorkload | None =
         servers: "dossier" and/or "transformers".
         progress: optional callable(str) told what runs now.
     """
+    workload = workload or ServeWorkload()
+    say = progress or (lambda _msg: None)
+    sample_root = None
+    if corpus is None:  # a sample corpus built here is removed when the benchmark ends, also on error
+        corpus, questions_path = _sample_corpus(say)
+        sample_root = Path(corpus).parent
+    try:
+        return _run_servers(model, workload, corpus, questions_path, servers, say)
+    finally:
+        if sample_root is not None:
+            shutil.rmtree(sample_root, ignore_errors=True)
+
+
+def _run_servers(model: str, workload: ServeWorkload, corpus: str, questions_path: str, servers: tuple[str, ...],
+                 say) -> dict:
     from engine.agents.env import AgentEnv
     from engine.datasets.formats import load_questions
 
-    workload = workload or ServeWorkload()
-    say = progress or (lambda _msg: None)
-    if corpus is None:
-        corpus, questions_path = _sample_corpus(say)
     questions, _errors = load_questions(questions_path)
     env = AgentEnv(corpus, page_chars=workload.page_chars)
     rows, runs = [], {}
@@ -249,7 +287,11 @@ def _sample_corpus(say) -> tuple[str, str]:
 
     root = Path(tempfile.mkdtemp(prefix="dossier-bench-serve-"))
     say(f"building the sample corpus in {root}")
-    info = write_sample_suite(root / "sample")
-    ingest([info["pdfs"]], root / "corpus", IngestConfig(workers=1))
-    build_index(CorpusStore(root / "corpus"))
+    try:
+        info = write_sample_suite(root / "sample")
+        ingest([info["pdfs"]], root / "corpus", IngestConfig(workers=1))
+        build_index(CorpusStore(root / "corpus"))
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     return str(root / "corpus"), str(info["questions"])
