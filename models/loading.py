@@ -29,6 +29,7 @@ import torch
 
 from models.base import ModelAdapter
 from models.family import FamilySpec
+from models.gguf_progress import conversion_progress
 from models.registry import family_for, shape, shape_names
 from tools.errors import DossierError, missing_dependency
 
@@ -193,30 +194,33 @@ def _converted_gguf(gguf: Path) -> Path:
     from safetensors.torch import save_file
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
-    try:
-        config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    except Exception as err:
-        raise DossierError(f"cannot read GGUF file {str(gguf)!r}: {err}") from None
-    if family_for(config.model_type, str(gguf)).is_vision_language:
-        raise DossierError(f"GGUF file {str(gguf)!r} holds a vision-language model; give its Hugging Face folder instead")
-    with torch.device("meta"):
-        skeleton = AutoModelForCausalLM.from_config(config)
-    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
-    staging.chmod(0o755)
-    try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, staging / "model.safetensors")
-        config.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)  # atomic: an interrupted conversion leaves no half-written model
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with conversion_progress(gguf.name) as say:  # in a log: plain lines instead of transformers' tqdm bar
+        say("reading the config")
+        try:
+            config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        except Exception as err:
+            raise DossierError(f"cannot read GGUF file {str(gguf)!r}: {err}") from None
+        if family_for(config.model_type, str(gguf)).is_vision_language:
+            raise DossierError(f"GGUF file {str(gguf)!r} holds a vision-language model; give its Hugging Face folder "
+                               "instead")
+        with torch.device("meta"):
+            skeleton = AutoModelForCausalLM.from_config(config)
+        tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]
+        say("reading the tokenizer")
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        say("writing safetensors")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".converting-"))
+        staging.chmod(0o755)
+        try:
+            save_file({k: v.contiguous() for k, v in tensors.items()}, staging / "model.safetensors")
+            config.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)  # atomic: an interrupted conversion leaves no half-written model
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     log.warning("converted %s in %.1f s", gguf.name, time.perf_counter() - started)
     return target

@@ -5,7 +5,8 @@ Layers, lowest first (a module may import its own layer and any lower one):
 
     0  kernels/
     1  tools/, models/          (side by side: neither imports the other, except tools.errors,
-                                 the one home of user-facing errors, which anything may import)
+                                 the one home of user-facing errors, and tools.progress, the
+                                 progress lines for logs: leaf modules anything may import)
     2  engine.core              (and the `engine` package itself, which re-exports it)
     3  engine.datasets
     4  engine.agents, engine.eval and every other engine.* application package
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("kernels", "tools", "models", "engine", "benchmarks")
-ANYONE_MAY_IMPORT = ("tools.errors",)
+ANYONE_MAY_IMPORT = ("tools.errors", "tools.progress")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ def test_the_repository_imports_go_one_way():
     ("tools.search.searcher", "kernels.bm25", True),
     ("tools.late.rerank", "engine.datasets", False),
     ("models.decoder", "tools.errors", True),
+    ("models.loading", "tools.progress", True),
     ("models.loading", "tools.corpus", False),
     ("tools.corpus.store", "models.base", False),
     ("engine.core.llm_engine", "models.base", True),

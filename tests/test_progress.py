@@ -1,9 +1,9 @@
-"""Progress for logs (engine/cli/progress.py): plain lines on a timer when stderr is not a terminal."""
+"""Progress for logs (tools/progress.py): plain lines on a timer when stderr is not a terminal."""
 
 import io
 import time
 
-from engine.cli.progress import LiveProgress, format_elapsed
+from tools.progress import LiveProgress, format_elapsed
 
 
 def test_plain_lines_keep_coming_while_one_long_step_runs():

@@ -123,10 +123,10 @@ def ingest_cmd(
 
 
 def _ingest_with_progress(inputs, corpus, config, ocr_settings):
-    """Ingest with a bar on a terminal, or a plain progress line every 5 s in a log (engine/cli/progress.py)."""
+    """Ingest with a bar on a terminal, or a plain progress line every 5 s in a log (tools/progress.py)."""
     import time
 
-    from engine.cli.progress import LiveProgress
+    from tools.progress import LiveProgress
     from tools.corpus import ingest
     from tools.ocr import OcrStep
 

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
-from engine.cli.progress import LiveProgress
+from tools.progress import LiveProgress
 
 __all__ = ["register", "start_run", "write_run_json"]
 

@@ -10,6 +10,9 @@ it is a transient rich bar with the same fields.
         progress.phase("loading model qwen2.5-0.5b")
         ...
         progress.update(done=3, total=20, detail="0.85 steps/s 41.2 tok/s")
+
+A leaf module (no imports of ours), so every layer may use it: the CLI's commands, and
+`models/loading.py` while it converts a GGUF file.
 """
 
 from __future__ import annotations
@@ -74,10 +77,13 @@ class LiveProgress:
             self._bar.__exit__(*exc)
 
     def phase(self, text: str) -> None:
-        """What is running now ("loading model X", "episodes"); shown at once in plain mode."""
-        self._phase = text
+        """What is running now ("loading model X", "episodes"); shown at once in plain mode.
+
+        A new phase starts without counts: the previous phase's done/total and rates are cleared.
+        """
+        self._phase, self._done, self._total, self._detail = text, None, None, ""
         if self._bar is not None:
-            self._bar.update(self._task, description=self._description())
+            self._bar.update(self._task, description=self._description(), completed=0, total=None, detail="")
         elif self._thread is not None:
             self._print()
 
