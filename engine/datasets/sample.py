@@ -9,11 +9,12 @@ cross-page and cross-document, each with `category`, `domain` and `hop_type`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.datasets.formats import Evidence, Question, write_jsonl
 
-__all__ = ["write_sample_suite", "SAMPLE_DOCUMENTS"]
+__all__ = ["write_sample_suite", "write_suite", "SAMPLE_DOCUMENTS"]
 
 _FIXED_METADATA = {"producer": "Dossier sample suite", "creator": "dossier sample", "creationDate": "D:20260101000000Z",
                    "modDate": "D:20260101000000Z"}
@@ -186,8 +187,9 @@ def _questions() -> list[Question]:
     ]
 
 
-def write_sample_suite(out: str | Path) -> dict:
-    """Write the sample PDFs to OUT/pdfs and the questions to OUT/questions.jsonl.
+def write_suite(out: str | Path, write_pdfs: Callable[[Path], None], documents: list[str],
+                questions: list[Question]) -> dict:
+    """Write a suite: its PDFs (`write_pdfs(OUT/pdfs)`, one `<document>.pdf` each) and OUT/questions.jsonl.
 
     Returns:
         {"pdfs": folder, "questions": file, "documents": count, "pages": count, "question_count": count}
@@ -197,6 +199,19 @@ def write_sample_suite(out: str | Path) -> dict:
     out = Path(out)
     pdfs = out / "pdfs"
     pdfs.mkdir(parents=True, exist_ok=True)
+    write_pdfs(pdfs)
+    write_jsonl(out / "questions.jsonl", questions)
+    pages = sum(pymupdf.open(pdfs / f"{name}.pdf").page_count for name in documents)
+    return {"pdfs": str(pdfs), "questions": str(out / "questions.jsonl"), "documents": len(documents),
+            "pages": pages, "question_count": len(questions)}
+
+
+def write_sample_suite(out: str | Path) -> dict:
+    """Write the sample PDFs to OUT/pdfs and the questions to OUT/questions.jsonl (see `write_suite`)."""
+    return write_suite(out, _sample_pdfs, list(SAMPLE_DOCUMENTS), _questions())
+
+
+def _sample_pdfs(pdfs: Path) -> None:
     r23, r22, form, menu, memo, notice = SAMPLE_DOCUMENTS
     _annual_report(pdfs / f"{r23}.pdf", 2023,
                    {"Revenue": ("$48,250", "$45,610"), "Operating income": ("$6,480", "$5,870"),
@@ -215,8 +230,3 @@ def write_sample_suite(out: str | Path) -> dict:
     _menu(pdfs / f"{menu}.pdf")
     _memo(pdfs / f"{memo}.pdf")
     _scanned_notice(pdfs / f"{notice}.pdf")
-    questions = _questions()
-    write_jsonl(out / "questions.jsonl", questions)
-    pages = sum(pymupdf.open(p).page_count for p in pdfs.glob("*.pdf"))
-    return {"pdfs": str(pdfs), "questions": str(out / "questions.jsonl"), "documents": len(SAMPLE_DOCUMENTS),
-            "pages": pages, "question_count": len(questions)}

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from engine.datasets.formats import Evidence, Question, write_jsonl
-from engine.datasets.sample import _FIXED_METADATA, _page, _paragraph, _table
+from engine.datasets.formats import Evidence, Question
+from engine.datasets.sample import _FIXED_METADATA, _page, _paragraph, _table, write_suite
 
 __all__ = ["write_qguide_suite", "QGUIDE_DOCUMENTS"]
 
@@ -176,20 +176,10 @@ def _questions() -> list[Question]:
 
 
 def write_qguide_suite(out: str | Path) -> dict:
-    """Write the Q-Guide sample PDFs to OUT/pdfs and its questions to OUT/questions.jsonl.
+    """Write the Q-Guide sample PDFs to OUT/pdfs and its questions to OUT/questions.jsonl (see `write_suite`)."""
+    return write_suite(out, _qguide_pdfs, list(QGUIDE_DOCUMENTS), _questions())
 
-    Returns:
-        {"pdfs": folder, "questions": file, "documents": count, "pages": count, "question_count": count}
-    """
-    import pymupdf
 
-    out = Path(out)
-    pdfs = out / "pdfs"
-    pdfs.mkdir(parents=True, exist_ok=True)
+def _qguide_pdfs(pdfs: Path) -> None:
     for name, make in zip(QGUIDE_DOCUMENTS, (_poster, _drawing, _quarterly, _map)):
         make(pdfs / f"{name}.pdf")
-    questions = _questions()
-    write_jsonl(out / "questions.jsonl", questions)
-    pages = sum(pymupdf.open(pdfs / f"{name}.pdf").page_count for name in QGUIDE_DOCUMENTS)
-    return {"pdfs": str(pdfs), "questions": str(out / "questions.jsonl"), "documents": len(QGUIDE_DOCUMENTS),
-            "pages": pages, "question_count": len(questions)}

@@ -82,16 +82,7 @@ def is_refusal(answer: str | list[str] | None) -> bool:
 
 def levenshtein(a: str, b: str) -> int:
     """Edit distance (insertions, deletions, substitutions cost 1), O(len(a) * len(b))."""
-    if len(a) > len(b):
-        a, b = b, a
-    previous = list(range(len(a) + 1))
-    for j, char_b in enumerate(b, start=1):
-        current = [j]
-        for i, char_a in enumerate(a, start=1):
-            cost = 0 if char_a == char_b else 1
-            current.append(min(previous[i] + 1, current[i - 1] + 1, previous[i - 1] + cost))
-        previous = current
-    return previous[-1]
+    return _edit_distance(a, b, None)
 
 
 def levenshtein_within(a: str, b: str, limit: int) -> int | None:
@@ -102,6 +93,12 @@ def levenshtein_within(a: str, b: str, limit: int) -> int | None:
     """
     if abs(len(a) - len(b)) > limit:
         return None
+    distance = _edit_distance(a, b, limit)
+    return distance if distance is not None and distance <= limit else None
+
+
+def _edit_distance(a: str, b: str, limit: int | None) -> int | None:
+    """The row-by-row DP of both: with a `limit`, None as soon as a whole row exceeds it."""
     if len(a) > len(b):
         a, b = b, a
     previous = list(range(len(a) + 1))
@@ -110,7 +107,7 @@ def levenshtein_within(a: str, b: str, limit: int) -> int | None:
         for i, char_a in enumerate(a, start=1):
             cost = 0 if char_a == char_b else 1
             current.append(min(previous[i] + 1, current[i - 1] + 1, previous[i - 1] + cost))
-        if min(current) > limit:
+        if limit is not None and min(current) > limit:
             return None
         previous = current
-    return previous[-1] if previous[-1] <= limit else None
+    return previous[-1]
