@@ -12,9 +12,11 @@ from tools.schema import ToolSpec
 __all__ = ["MAX_TEXT_CHARS", "PERCEPTION_TOOLS", "TEXT_RECOVERY", "VISUAL_DETAIL", "SPATIAL_RECOVERY", "STRUCTURE_RECOVERY",
            "TARGETED_LOOKUP"]
 
-# Free-text arguments (a lookup's question, a phrase to locate) are bounded so that a round of several
-# calls fits one turn's token budget (256 tokens by default): four lookups with unbounded questions
-# overran it, and a round cut off mid-JSON is unparseable.
+# Free-text arguments (a lookup's question, a phrase to locate) are bounded so that one call has a
+# bounded length: an unbounded question let a round run on until the turn's token budget cut it
+# mid-JSON (unparseable). The bound does not make four calls fit the default 256-token turn: with
+# SmolLM2's and Qwen2.5's tokenizers one targeted_lookup call with a region and a 160-character
+# question is ~110 tokens, four ~400 (with 100 characters still ~350); see engine/agents/qguide.
 MAX_TEXT_CHARS = 160
 
 _DOCUMENT = {"type": "string", "minLength": 1, "description": "Document id (the PDF's file name without .pdf)."}
