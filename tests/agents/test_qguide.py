@@ -105,6 +105,19 @@ def test_the_last_round_is_forced_and_no_submission_is_unknown(tmp_path, corpus)
     assert preds["q1"].extra["finish"] == "max_rounds"
 
 
+
+def test_free_rounds_have_room_for_four_calls(tmp_path, corpus):
+    from engine.agents.qguide.protocol import ROUND_TOKENS
+
+    def policy(qid, turn, messages):
+        return perceive(("text_recovery", {"document": "memo", "page": 1}))
+
+    _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3, max_new_tokens=256)
+    budgets = [turn.max_new_tokens for _, turn in backend.submitted]
+    assert budgets[:2] == [ROUND_TOKENS, ROUND_TOKENS] and budgets[2] in (None, 256)  # the forced turn: the usual
+    _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=2, max_new_tokens=900)
+    assert backend.submitted[0][1].max_new_tokens == 900  # a larger budget asked for is kept
+
 @pytest.mark.parametrize("confidence,gate,expected", [
     ("high", "med", "passed"), ("med", "med", "passed"), ("low", "low", "passed"), ("med", "high", "verified"),
     ("low", "med", "verified"),

@@ -32,7 +32,7 @@ from engine.agents.qguide.config import Setup
 from engine.agents.qguide.evidence import SEARCH, format_observation, observation_record, run_round
 from engine.agents.qguide.gate import UNKNOWN, judge_verdict, passes_gate
 from engine.agents.qguide.lookup_turn import LookupEpisode
-from engine.agents.qguide.protocol import PerceiveCall, SubmitCall, parse_turn, parse_verdict, verify_schema
+from engine.agents.qguide.protocol import ROUND_TOKENS, PerceiveCall, SubmitCall, parse_turn, parse_verdict, verify_schema
 from engine.datasets.formats import Prediction, Question
 from tools.perception.lookup import LookupRequest
 
@@ -140,7 +140,8 @@ class Loop:
         turn = self.turns + 1
         if turn >= self.max_rounds:
             return self._forced_turn()
-        free = self._turn(self._next, self.setup.round_schema, forced=False)
+        free = self._turn(self._next, self.setup.round_schema, forced=False,
+                          max_new_tokens=max(self.settings.max_new_tokens, ROUND_TOKENS))
         if turn in self.setup.budgets and self.branch is None:
             branch = Loop(self.question, self.settings, self.env, self.setup, list(self.pages), turn,
                           forced_start=list(self._next), observations=list(self.observations), turns=self.turns,

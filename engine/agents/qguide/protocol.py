@@ -19,11 +19,14 @@ from engine.agents.protocol import MAX_ANSWER_CHARS, MAX_ITEMS, Malformed, answe
 from engine.datasets.formats import Evidence
 from tools.schema import ToolSpec
 
-__all__ = ["LEVELS", "MAX_CALLS", "PerceiveCall", "SubmitCall", "citation_schema", "round_schema", "submit_schema", "verify_schema",
+__all__ = ["LEVELS", "MAX_CALLS", "ROUND_TOKENS", "PerceiveCall", "SubmitCall", "citation_schema", "round_schema", "submit_schema", "verify_schema",
            "choice_schema", "lookup_schema", "parse_turn", "parse_verdict", "parse_choice", "parse_lookup"]
 
 LEVELS = ("low", "med", "high")  # the confidence levels, in order
 MAX_CALLS = 4  # tool calls one round may make
+# Tokens a free round may generate at least: four lookup calls with regions and 160-character questions
+# measured ~400 tokens with SmolLM2's and Qwen2.5's tokenizers, over the agents' usual 256-token turn.
+ROUND_TOKENS = 480
 
 
 @dataclass(slots=True, frozen=True)
