@@ -27,7 +27,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from decimal import ROUND_DOWN, Decimal, InvalidOperation
+from decimal import ROUND_DOWN, Context, Decimal, InvalidOperation
 
 __all__ = [
     "numeric_match",
@@ -59,7 +59,10 @@ def extract_numbers(text: str) -> list[Decimal]:
 
 
 def _one_decimal(value: Decimal) -> Decimal:
-    return value.quantize(Decimal("0.1"), rounding=ROUND_DOWN)
+    # Enough precision for any integer part: a model may write a 40-digit "number", which the default
+    # 28-digit context cannot quantize (InvalidOperation would end the whole evaluation).
+    context = Context(prec=max(28, value.adjusted() + 3))
+    return value.quantize(Decimal("0.1"), rounding=ROUND_DOWN, context=context)
 
 
 def numeric_match(predicted: str | float | Decimal, gold: str | float | Decimal) -> bool:
