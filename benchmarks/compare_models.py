@@ -86,12 +86,23 @@ def run_one(model: str, loop: str, args, env: dict) -> dict:
     return {"model": model, "loop": loop, "n": report["n"], "accuracy": report["accuracy"],
             "accuracy_ci": report["accuracy_ci"], "page_f1": report["page_f1"],
             "first_query_page_hit": first.get("page_hit_rate"), **trajectory_stats(out / "trajectories.jsonl"),
-            "episodes_per_hour": summary["episodes_per_hour"], "episodes_this_call": summary["episodes"],
-            "seconds": summary["seconds"], "wall_s": round(time.perf_counter() - started, 1), "load_1m": round(load, 2)}
+            **throughput(summary), "wall_s": round(time.perf_counter() - started, 1), "load_1m": round(load, 2)}
+
+
+def throughput(summary: dict) -> dict:
+    """Episodes per hour over every call of the run that ran episodes (a resumed call may run none)."""
+    calls = [c for c in [*summary.get("earlier_calls", []), summary] if c.get("episodes")]
+    episodes, seconds = sum(c["episodes"] for c in calls), sum(c["seconds"] for c in calls)
+    return {"episodes_per_hour": round(3600 * episodes / seconds, 2) if seconds else None,
+            "episodes_timed": episodes, "seconds": round(seconds, 2), "episodes_this_call": summary["episodes"]}
 
 
 def _pct(value) -> str:
     return "—" if value is None else f"{100 * value:.0f} %"
+
+
+def _per_hour(value) -> str:
+    return "—" if value is None else f"{value:.0f}"
 
 
 def table(rows: list[dict]) -> str:
@@ -103,7 +114,7 @@ def table(rows: list[dict]) -> str:
             f"| {r['model']} | {r['loop']} | {100 * r['accuracy']:.0f} % [{100 * low:.0f}, {100 * high:.0f}] "
             f"({round(r['accuracy'] * r['n'])}/{r['n']}) | {_pct(r['valid_calls'])} | {_pct(r['first_query_page_hit'])} "
             f"| {r['searches_per_episode']:.1f} ({_pct(r['repeat_share'])}) | {r['answered']}/{r['episodes']} "
-            f"| {r['episodes_per_hour']:.0f} ({r['load_1m']}) |")
+            f"| {_per_hour(r['episodes_per_hour'])} ({r['load_1m']}) |")
     return "\n".join(lines)
 
 

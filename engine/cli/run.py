@@ -114,7 +114,25 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
 
         report["prefix_cache"] = prefix_cache_report(load_workflow_trajectories(out / "trajectories.jsonl"),
                                                      render_with(engine.processor))
-    (out / "run_summary.json").write_text(json.dumps(report, indent=2))
+    return write_summary(out, report)
+
+
+def write_summary(out: Path, report: dict) -> dict:
+    """Write run_summary.json: this call's figures, with every earlier call's kept under "earlier_calls".
+
+    A resumed run's call measures only the episodes it ran (none when all were done), so the
+    figures of the call that ran them must not be overwritten.
+    """
+    path = out / "run_summary.json"
+    earlier = []
+    try:
+        previous = json.loads(path.read_text()) if path.exists() else None
+    except ValueError:  # a summary cut by a crash: nothing to keep
+        previous = None
+    if isinstance(previous, dict):
+        earlier = [*previous.pop("earlier_calls", []), previous]
+    report = report | {"earlier_calls": earlier}
+    path.write_text(json.dumps(report, indent=2))
     return report
 
 
@@ -133,8 +151,7 @@ def _run_on_ray(placement: tuple, model, engine_kwargs, settings, corpus, items,
         summary = rollout.run(items, out, _progress(live, len(items)))
         report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": rollout.engine_counters(),
                                       "ray": rollout.report()}
-    (out / "run_summary.json").write_text(json.dumps(report, indent=2))
-    return report
+    return write_summary(out, report)
 
 
 def write_run_json(out: Path, meta: dict) -> None:
