@@ -45,7 +45,8 @@ def fit_saturating(budgets: Sequence[float], accuracies: Sequence[float]) -> dic
     Returns:
         {"A", "B", "k", "r2", "t_star", "fitted": [...], "marginal": [acc(t+1) − acc(t) from the fit]};
         k, t_star and r2 are None when the fit is undefined (fewer than 3 budgets, or a flat curve
-        with no gain to explain).
+        with no gain to explain), and with "falling": True when the best fit has B ≤ 0 (accuracy
+        drops as the budget grows: not a saturating curve).
     """
     t = np.asarray(budgets, dtype=np.float64)
     y = np.asarray(accuracies, dtype=np.float64)
@@ -71,6 +72,8 @@ def fit_saturating(budgets: Sequence[float], accuracies: Sequence[float]) -> dic
             low = left
     k = (low + high) / 2
     a, b, sse = _solve(t, y, k)
+    if b <= 0:  # accuracy falls with the budget: A − B·e^(−kt) with B ≤ 0 is no saturating gain, and its
+        return {**empty, "falling": True}  # least-squares parameters are absurd (B ≈ −1e13 for one drop)
     fitted = saturating(t, a, b, k)
     order = np.argsort(t)
     marginal = [float(fitted[order[i + 1]] - fitted[order[i]]) for i in range(len(order) - 1)]

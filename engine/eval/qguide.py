@@ -91,7 +91,8 @@ def _cost(records: list[tuple[dict, list]]) -> dict | None:
         residual = tokens - design @ coef
         spread = float(((tokens - tokens.mean()) ** 2).sum())
         fit = {"alpha": float(coef[0]), "beta": float(coef[1]), "gamma": float(coef[2]),
-               "r2": 1.0 - float(residual @ residual) / spread if spread else None}
+               "r2": 1.0 - float(residual @ residual) / spread if spread else None,
+               "pages_constant": bool(np.ptp(design[:, 0]) == 0)}  # then α·P is the fixed prompt's cost too
     later_input = sum(c["later_rounds_input"] for c in costs)
     return {"questions": len(costs), "mean_input": mean("input"), "mean_output": mean("output"),
             "input_share": mean("input") / (mean("input") + mean("output")) if mean("input") + mean("output") else None,

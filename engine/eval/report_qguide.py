@@ -8,6 +8,8 @@ __all__ = ["qguide_lines", "qguide_markdown", "qguide_html"]
 
 
 def _fit_text(fit: dict) -> str:
+    if fit.get("falling"):
+        return "no saturating fit: accuracy falls as the budget grows (A − B·e^(−kt) needs B > 0)"
     if fit.get("k") is None:
         return "fit undefined (flat curve or fewer than 3 budgets)"
     t_star = "—" if fit.get("t_star") is None else f"{fit['t_star']:.2f}"
@@ -49,7 +51,9 @@ def qguide_lines(q: dict) -> list[str]:
         if fit:
             lines.append(f"  Tokens ≈ {fit['alpha']:,.0f}·P + {fit['beta']:.2f}·Σ|y| + {fit['gamma']:,.0f}·T "
                          f"(R² {num(fit['r2'])}; mean P {cost['mean_pages_in_context']:.1f}, Σ|y| "
-                         f"{cost['mean_observation_tokens']:,.0f}, T {cost['mean_turns']:.2f})")
+                         f"{cost['mean_observation_tokens']:,.0f}, T {cost['mean_turns']:.2f})"
+                         + ("; P is the same for every question, so α·P is also the fixed prompt's cost"
+                            if fit.get("pages_constant") else ""))
         if cost["later_rounds_input"]:
             lines.append(f"  later rounds (2+): {pct(cost['later_rounds_cache_share'])} of prompt tokens from cache "
                          f"({cost['later_rounds_cached']:,} of {cost['later_rounds_input']:,})")

@@ -20,6 +20,8 @@ def test_fit_recovers_the_papers_curve_and_its_saturation_point():
     noisy = fit_saturating(t, [0.40, 0.55, 0.65, 0.65, 0.66, 0.65])  # the paper's observed points, roughly
     assert 0.95 < noisy["r2"] < 1.0 and 2.5 < noisy["t_star"] < 4.0
     assert fit_saturating(t, [0.2] * 6)["k"] is None and fit_saturating([1, 2], [0.1, 0.2])["k"] is None
+    falling = fit_saturating(t, [1 / 3, 0, 0, 0, 0, 0])  # a real run: right when forced at once, wrong after tools
+    assert falling["falling"] and falling["k"] is None and falling["A"] is None
 
 
 def _episode(qid, confidence, submitted, decision, answer, budget, cost):
