@@ -309,11 +309,13 @@ def stop_cmd(
     the report simulates the rule on held-out episodes. Its real effect on accuracy and Kuiper
     comes from `dossier run --stop-rule OUT` and `dossier eval`.
 
-    Example (output lines; the figures depend on the trajectories):
-        $ dossier train stop -t runs/bm25-train --out stop.json
-        fitted logistic on R searches of E episodes (label "won't help" W); threshold t; AUC a
-        held out (H episodes): searches s0 -> s1 per question, G gold pages lost, accuracy a0% -> a1% (at budget)
+    Example (a real run on eight BM25-agent runs of the sample suites: SmolLM2, Qwen2.5 0.5B/1.5B;
+    only 2 of 347 searches were followed by a search that found a new gold page):
+        $ dossier train stop -t runs/demo-bm25 -t runs/cmp/default-madqa ... --out stop.json
+        fitted logistic on 347 searches of 45 episodes (label "won't help" 345); threshold 0.0475; AUC 0.99
+        held out (29 episodes): searches 7.93 -> 1.14 per question, 1 gold pages lost, accuracy 13.8% -> 10.3% (at budget)
         wrote stop.json; use it: dossier run --stop-rule stop.json ...
+    With no helpful continuation at all it refuses: "all 290 training searches have the same label".
     """
     from engine.train.stop_training import StopTraining, train_stop_rule
 
