@@ -11,7 +11,7 @@ import logging
 
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["import_ray", "connect", "check_resources", "start_workers"]
+__all__ = ["import_ray", "connect", "check_resources", "start_workers", "stop_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +96,12 @@ def start_workers(worker_class, address: str, workers: int, cpus_per_worker: flo
         if started:
             ray.shutdown()
         raise
+
+
+def stop_workers(actors: list, started_session: bool) -> None:
+    """Kill the worker actors, and shut Ray down when this command started the session (`connect` said so)."""
+    ray = import_ray()
+    for actor in actors:
+        ray.kill(actor)
+    if started_session:
+        ray.shutdown()

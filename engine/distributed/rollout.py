@@ -17,7 +17,7 @@ from pathlib import Path
 
 from engine.agents.runner import RunSummary, finished_ids
 from engine.datasets.formats import append_jsonl
-from engine.distributed.cluster import import_ray, start_workers
+from engine.distributed.cluster import import_ray, start_workers, stop_workers
 from engine.distributed.corpus_check import corpus_facts, describe_placement
 from engine.distributed.worker import RolloutWorker
 from tools.errors import DossierError
@@ -79,11 +79,7 @@ class RayRollout:
 
     def close(self) -> None:
         """Stop the workers (and the cluster when this run started it)."""
-        ray = import_ray()
-        for actor in self.actors:
-            ray.kill(actor)
-        if self.started_session:
-            ray.shutdown()
+        stop_workers(self.actors, self.started_session)
 
     def run(self, items: list, out: str | Path, progress: Callable[[RunSummary, int], None] | None = None
             ) -> RunSummary:

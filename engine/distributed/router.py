@@ -24,7 +24,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from engine.distributed.cluster import import_ray, start_workers
+from engine.distributed.cluster import import_ray, start_workers, stop_workers
 from engine.distributed.serve_worker import ServeWorker
 from tools.errors import DossierError
 
@@ -117,11 +117,7 @@ class RayServeBackend:
                                                **per_worker[i]} for i in alive]}
 
     def stop(self) -> None:
-        ray = import_ray()
-        for actor in self.actors:
-            ray.kill(actor)
-        if self.started_session:
-            ray.shutdown()
+        stop_workers(self.actors, self.started_session)
 
     # --- routing --------------------------------------------------------------------------
 
