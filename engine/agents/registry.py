@@ -40,7 +40,7 @@ _REGISTERED = (
     AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
               "engine.agents.episode:Episode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
-              "normalised records, a program run in the sandbox", "engine.agents.workflow:WorkflowEpisode"),
+              "normalised records, a program run in the sandbox", "engine.agents.workflow.episode:WorkflowEpisode"),
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
               "long documents in adjudicated chunks", "engine.agents.qguide.agent:build"),
 )

@@ -110,7 +110,7 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
     report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
                                   "cpu_threads": stats.get("cpu_threads")}
     if agent == "workflow":  # per-document extractions share one prompt prefix: how much came from the cache
-        from engine.agents.workflow_report import load_workflow_trajectories, prefix_cache_report, render_with
+        from engine.agents.workflow.report import load_workflow_trajectories, prefix_cache_report, render_with
 
         report["prefix_cache"] = prefix_cache_report(load_workflow_trajectories(out / "trajectories.jsonl"),
                                                      render_with(engine.processor))

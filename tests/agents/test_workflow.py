@@ -209,7 +209,7 @@ def test_without_metadata_the_question_is_unknown_at_planning(tmp_path):
 
 
 def test_imported_question_metadata_is_used_without_its_gold_values(tmp_path):
-    from engine.agents.workflow_plan import question_metadata
+    from engine.agents.workflow.plan import question_metadata
 
     rows = question_metadata(question())
     assert rows["alder-ar-2023"] == {"company": "Alder", "year": 2023}  # value_* (the gold facts) removed

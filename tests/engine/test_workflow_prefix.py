@@ -14,7 +14,7 @@ from engine.agents.backend import EngineBackend
 from engine.agents.env import AgentEnv
 from engine.agents.runner import RolloutRunner
 from engine.agents.settings import AgentSettings
-from engine.agents.workflow_report import load_workflow_trajectories, prefix_cache_report, render_with
+from engine.agents.workflow.report import load_workflow_trajectories, prefix_cache_report, render_with
 from engine.datasets import load_predictions
 from tests.agents.workflow_scripted import build_corpus, question, workflow_policy
 

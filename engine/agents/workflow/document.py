@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from engine.agents.actions import Done, Turn
 from engine.agents.episode import Episode
 from engine.agents.protocol import tool_call_schema
-from engine.agents.workflow_prompts import EXTRACT_SYSTEM, extract_user, record_request, retry_note
-from engine.agents.workflow_records import normalise, parse_record, record_schema
+from engine.agents.workflow.prompts import EXTRACT_SYSTEM, extract_user, record_request, retry_note
+from engine.agents.workflow.records import normalise, parse_record, record_schema
 from tools.errors import DossierError
 
 __all__ = ["DocumentView", "ExtractionTask", "DocumentEpisode"]

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from engine.agents.workflow_records import TARGET_UNITS, first_object
+from engine.agents.workflow.records import TARGET_UNITS, first_object
 from tools.corpus.metadata import select_documents
 from tools.errors import DossierError
 

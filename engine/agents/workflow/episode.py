@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass, field, replace
 
 from engine.agents.actions import Done, Spawn, ToolJob, Turn
-from engine.agents.workflow_document import DocumentEpisode, DocumentView, ExtractionTask
-from engine.agents.workflow_plan import PLAN_TOKENS, Plan, fill_template, parse_plan, plan_schema, question_metadata
-from engine.agents.workflow_prompts import CODE_SYSTEM, PLAN_SYSTEM, code_user, plan_user, retry_note
-from engine.agents.workflow_records import TARGET_UNITS, first_object
+from engine.agents.workflow.document import DocumentEpisode, DocumentView, ExtractionTask
+from engine.agents.workflow.plan import PLAN_TOKENS, Plan, fill_template, parse_plan, plan_schema, question_metadata
+from engine.agents.workflow.prompts import CODE_SYSTEM, PLAN_SYSTEM, code_user, plan_user, retry_note
+from engine.agents.workflow.records import TARGET_UNITS, first_object
 from engine.datasets.formats import Evidence, Prediction, Question
 from tools.errors import DossierError
 
