@@ -196,7 +196,7 @@ class Episode:
 
     def _stop_rule_fires(self, record: dict) -> bool:
         """Ask the learned stop rule (engine/train/stop_rule.py) whether searching on would help; record its verdict."""
-        from engine.train.stop_rule import load_stop_rule
+        from engine.agents.stop_rule import load_stop_rule
 
         fires, probability = load_stop_rule(self.settings.stop_rule).decide(self.steps, self.question.question,
                                                                             self.settings.max_iterations)

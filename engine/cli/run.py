@@ -275,7 +275,7 @@ def run_cmd(
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())
     if stop_rule is not None:
-        from engine.train.stop_rule import StopRule
+        from engine.agents.stop_rule import StopRule
 
         StopRule.load(stop_rule)  # a bad file stops the run before the model loads
         settings_kwargs["stop_rule"] = str(stop_rule.resolve())

@@ -17,8 +17,8 @@ import numpy as np
 
 from engine.train.records import load_runs
 from engine.train.split import split_by_document
-from engine.train.stop_features import episode_examples
-from engine.train.stop_rule import StopRule, fit_stop_rule
+from engine.agents.stop_features import episode_examples
+from engine.agents.stop_rule import StopRule, fit_stop_rule
 from tools.errors import DossierError
 
 __all__ = ["StopTraining", "train_stop_rule", "simulate"]

@@ -9,8 +9,8 @@ from engine.agents.backend import ScriptedBackend
 from engine.agents.env import AgentEnv
 from engine.agents.runner import RolloutRunner
 from engine.agents.settings import AgentSettings
-from engine.train.stop_features import FEATURES, episode_examples, step_features
-from engine.train.stop_rule import StopRule, choose_threshold, fit_stop_rule
+from engine.agents.stop_features import FEATURES, episode_examples, step_features
+from engine.agents.stop_rule import StopRule, choose_threshold, fit_stop_rule
 from tests.agents.scripted import build_corpus, questions
 from tools.errors import DossierError
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.train.stop_features import FEATURES, step_features
+from engine.agents.stop_features import FEATURES, step_features
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["StopRule", "fit_stop_rule", "choose_threshold", "load_stop_rule"]
