@@ -83,7 +83,7 @@ def main() -> None:
     from engine.datasets.importers import import_questions
     from tools.corpus import CorpusStore, IngestConfig, ingest
     from tools.search import Searcher, build_index, tokens
-    from tools.search.metrics import aggregate
+    from engine.eval.metrics.retrieval import aggregate
 
     result: dict = {}
     pdfs = sorted(args.pdfs.glob("*.pdf"))

@@ -39,7 +39,7 @@ def evaluate_late(corpus: str | Path, questions: str | Path, model: str = "minil
     """
     from engine.datasets import load_questions
     from tools.search import Searcher
-    from tools.search.metrics import aggregate
+    from engine.eval.metrics.retrieval import aggregate
 
     items, _ = load_questions(questions)
     items = [q for q in items if q.evidence][:limit]

@@ -33,7 +33,7 @@ def test_the_repository_imports_go_one_way():
     ("engine.agents.runner", "engine.eval.items", True),
     ("engine.agents.runner", "engine.cli.run", False),
     ("engine.core.config", "engine", True),
-    ("engine.eval.report", "benchmarks.engine_sessions", False),
+    ("engine.eval.reports.files", "benchmarks.engine_sessions", False),
     ("engine.cli.bench", "benchmarks.engine_sessions", True),
     ("benchmarks.engine_sessions", "engine.cli.main", True),
 ])

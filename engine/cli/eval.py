@@ -79,10 +79,10 @@ def score(
     """
     from engine.eval.calibration import JudgeCalibration
     from engine.eval.evaluate import EvalConfig, evaluate
-    from engine.eval.human import behaviour_text
+    from engine.eval.analyses.human import behaviour_text
     from engine.eval.inputs import load_inputs
-    from engine.eval.report import json_safe, write_reports
-    from engine.eval.report_markdown import headline_rows
+    from engine.eval.reports.files import json_safe, write_reports
+    from engine.eval.reports.markdown import headline_rows
 
     inputs = load_inputs(source, gold, trajectories)
     config = EvalConfig(calibration=JudgeCalibration(q1=q1, q0=q0, m1=judge_m1, m0=judge_m0),
@@ -133,7 +133,7 @@ def score(
     typer.echo("by hop type: " + " · ".join(f"{name} {100 * s['accuracy']:.1f}% (n={s['n']})" for name, s in hops.items()))
     steps = report.get("steps")
     if report.get("qguide"):
-        from engine.eval.report_qguide import qguide_lines
+        from engine.eval.reports.qguide import qguide_lines
 
         for line in qguide_lines(report["qguide"]):
             typer.echo(line)
@@ -197,8 +197,8 @@ def compare(
         McNemar exact p = 0.000488 · Cohen's kappa = 0.167
     """
     from engine.eval.compare import VERDICTS, compare_items, load_system, system_name
-    from engine.eval.human import profile, profile_table
-    from engine.eval.report_markdown import ci_text
+    from engine.eval.analyses.human import profile, profile_table
+    from engine.eval.reports.markdown import ci_text
     from tools.errors import DossierError
 
     if verdict not in VERDICTS:
@@ -321,7 +321,7 @@ def calibrate_judge(
         use: dossier eval RUN --judge MODEL --q1 0.98 --q0 1 --judge-m1 152 --judge-m0 48
     """
     from engine.eval.calibration import calibrate_judge as calibrate, load_judge_labels
-    from engine.eval.report_markdown import ci_text
+    from engine.eval.reports.markdown import ci_text
 
     pairs, errors = load_judge_labels(labels)
     result = {**calibrate(pairs), "skipped_lines": [str(e) for e in errors]}

@@ -179,7 +179,7 @@ def retrieval_eval_cmd(
         page_recall 0.190   page_hit 0.200   doc_recall 0.740   doc_hit 0.740   mrr 0.125
     """
     from engine.datasets import load_questions
-    from tools.search.metrics import aggregate
+    from engine.eval.metrics.retrieval import aggregate
 
     items, errors = load_questions(questions)
     for err in errors:

@@ -343,7 +343,7 @@ def first_query_retrieval(corpus: Path, items: list, k: int, rank, queries_from:
     from engine.agents.settings import AgentSettings
     from engine.eval.stats import mcnemar_exact, wilson_interval
     from tools.errors import DossierError
-    from tools.search.metrics import aggregate
+    from engine.eval.metrics.retrieval import aggregate
 
     systems: list[tuple[str, dict, str]] = []  # (label, {question id: query}, search mode)
     if queries_from is not None:

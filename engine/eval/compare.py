@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.eval.items import ItemResult
-from engine.eval.report import load_item_results
+from engine.eval.reports.files import load_item_results
 from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
 
 __all__ = ["load_system", "load_system_items", "compare_items", "system_name", "VERDICTS"]

@@ -15,17 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.datasets.formats import LineError, Prediction, Question
-from engine.eval.anls import ACCURACY_THRESHOLD, ANLSScorer
+from engine.eval.metrics.anls import ACCURACY_THRESHOLD, ANLSScorer
 from engine.eval.calibration import JudgeCalibration
-from engine.eval.human import behaviour_summary
+from engine.eval.analyses.human import behaviour_summary
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
-from engine.eval.mudabench import combine_coverage, coverage_for_question, rows_from_metadata, tolerance_row_judge
-from engine.eval.qguide import qguide_analyses
-from engine.eval.steps import accuracy_at_budgets, first_query_hits, query_drift
+from engine.eval.metrics.mudabench import combine_coverage, coverage_for_question, rows_from_metadata, tolerance_row_judge
+from engine.eval.analyses.qguide import qguide_analyses
+from engine.eval.analyses.steps import accuracy_at_budgets, first_query_hits, query_drift
 from engine.eval.summary import breakdowns, summarize
 from engine.eval.trajectories import Episode
-from engine.eval.workflow_stages import stage_taxonomy
+from engine.eval.analyses.workflow_stages import stage_taxonomy
 from tools.errors import DossierError
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from engine.datasets.formats import Prediction, Question
-from engine.eval.anls import ACCURACY_THRESHOLD, ANLSScorer
-from engine.eval.answers import exact_match
-from engine.eval.attribution import doc_prf, hop_type, page_prf
-from engine.eval.docvqa import docvqa_correct
+from engine.eval.metrics.anls import ACCURACY_THRESHOLD, ANLSScorer
+from engine.eval.metrics.answers import exact_match
+from engine.eval.metrics.page_doc_f1 import doc_prf, hop_type, page_prf
+from engine.eval.metrics.docvqa import docvqa_correct
 from engine.eval.judge import semantic_score
-from engine.eval.kuiper import effort_of
-from engine.eval.mudabench import mudabench_answer_correct
+from engine.eval.metrics.kuiper import effort_of
+from engine.eval.metrics.mudabench import mudabench_answer_correct
 from engine.eval.taxonomy import classify_error
 
 __all__ = ["ItemResult", "score_item"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Protocol
 
-from engine.eval.answers import is_empty_answer, is_refusal
+from engine.eval.metrics.answers import is_empty_answer, is_refusal
 from tools.errors import DossierError
 
 __all__ = [

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from engine.eval.calibration import JudgeCalibration, rogan_gladen, rogan_gladen_ci
 from engine.eval.items import ItemResult
-from engine.eval.kuiper import kuiper, kuiper_bootstrap_ci, kuiper_madqa, kuiper_permutation_p, wasted_effort
+from engine.eval.metrics.kuiper import kuiper, kuiper_bootstrap_ci, kuiper_madqa, kuiper_permutation_p, wasted_effort
 from engine.eval.stats import wilson_interval
 from engine.eval.taxonomy import taxonomy_summary
 

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from engine.datasets.formats import Evidence
-from engine.eval.answers import is_refusal
+from engine.eval.metrics.answers import is_refusal
 
 __all__ = ["TAXONOMY", "classify_error", "taxonomy_summary"]
 

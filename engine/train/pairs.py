@@ -128,7 +128,7 @@ def build_pairs(records: list[TrajectoryRecord], settings: AgentSettings, env=No
     Returns:
         (pairs, skipped): the pairs, and a count of why episodes or turns gave none.
     """
-    from engine.eval.anls import ANLSScorer
+    from engine.eval.metrics.anls import ANLSScorer
 
     filters = filters or PairFilter()
     if settings.agent != "bm25":

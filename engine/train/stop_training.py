@@ -43,7 +43,7 @@ def _max_iterations(meta: dict) -> int:
 
 def simulate(rule: StopRule, records) -> dict:
     """What the rule would have done on recorded episodes: searches saved, gold lost, answers within budget."""
-    from engine.eval.anls import ANLSScorer
+    from engine.eval.metrics.anls import ANLSScorer
 
     scorer = ANLSScorer()
     searches_before = searches_after = lost = fired = 0

@@ -230,7 +230,7 @@ def test_eval_counts_the_documents_searches_but_not_their_answers(tmp_path, corp
     search), and a child's answer (one document's revenue) is not taken as the question's answer."""
     from engine.datasets.formats import write_jsonl
     from engine.eval.compare import load_system
-    from engine.eval.steps import answer_at_budget
+    from engine.eval.analyses.steps import answer_at_budget
     from engine.eval.trajectories import load_trajectories
 
     _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy())

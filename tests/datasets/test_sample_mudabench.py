@@ -9,7 +9,7 @@ import pytest
 
 from engine.datasets import load_questions
 from engine.datasets.sample_mudabench import write_mudabench_sample
-from engine.eval.mudabench import mudabench_answer_correct, rows_from_metadata
+from engine.eval.metrics.mudabench import mudabench_answer_correct, rows_from_metadata
 from tools.corpus import read_metadata_file, select_documents
 
 

@@ -5,8 +5,8 @@ import random
 import pytest
 from anls_star import anls_score
 
-from engine.eval.anls import ANLSScorer, anls_star
-from engine.eval.answers import (
+from engine.eval.metrics.anls import ANLSScorer, anls_star
+from engine.eval.metrics.answers import (
     answer_parts,
     exact_match,
     is_empty_answer,

@@ -3,7 +3,7 @@
 import pytest
 
 from engine.datasets.formats import Evidence, Prediction
-from engine.eval.attribution import doc_prf, hop_type, page_prf
+from engine.eval.metrics.page_doc_f1 import doc_prf, hop_type, page_prf
 from engine.eval.taxonomy import classify_error, taxonomy_summary
 
 from . import madqa_reference

@@ -2,8 +2,8 @@
 
 import pytest
 
-from engine.eval.docvqa import docvqa_correct, extract_final_answer
-from engine.eval.mudabench import (
+from engine.eval.metrics.docvqa import docvqa_correct, extract_final_answer
+from engine.eval.metrics.mudabench import (
     combine_coverage,
     coverage_for_question,
     extract_numbers,

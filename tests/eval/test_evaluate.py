@@ -8,8 +8,8 @@ import pytest
 from engine.datasets.formats import Prediction, Question
 from engine.eval.evaluate import EvalConfig, evaluate
 from engine.eval.judge import ScriptedJudge
-from engine.eval.report import load_item_results, write_reports
-from engine.eval.report_html import PLOT_IDS
+from engine.eval.reports.files import load_item_results, write_reports
+from engine.eval.reports.html import PLOT_IDS
 from engine.eval.trajectories import parse_episode
 
 from . import madqa_reference

@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from engine.eval.evaluate import EvalConfig, evaluate
-from engine.eval.report import write_reports
-from engine.eval.report_html import PLOT_IDS
+from engine.eval.reports.files import write_reports
+from engine.eval.reports.html import PLOT_IDS
 from engine.eval.trajectories import parse_episode
 
 from .test_evaluate import GOLD, PREDICTIONS

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.eval.kuiper import effort_of, kuiper, kuiper_bootstrap_ci, kuiper_madqa, kuiper_permutation_p, wasted_effort
+from engine.eval.metrics.kuiper import effort_of, kuiper, kuiper_bootstrap_ci, kuiper_madqa, kuiper_permutation_p, wasted_effort
 
 from . import madqa_reference
 

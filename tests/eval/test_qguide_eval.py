@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from engine.datasets.formats import Question
-from engine.eval.budget import fit_saturating, saturating
-from engine.eval.qguide import qguide_analyses
+from engine.eval.analyses.budget import fit_saturating, saturating
+from engine.eval.analyses.qguide import qguide_analyses
 from engine.eval.trajectories import parse_episode
 
 

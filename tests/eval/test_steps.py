@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.datasets.formats import Evidence
-from engine.eval.steps import accuracy_at_budgets, answer_at_budget, first_query_hits, query_drift
+from engine.eval.analyses.steps import accuracy_at_budgets, answer_at_budget, first_query_hits, query_drift
 from engine.eval.trajectories import Episode, Step, load_trajectories, parse_episode
 
 E = Evidence

@@ -4,8 +4,8 @@ import pytest
 
 from engine.datasets.formats import Prediction, Question
 from engine.eval.evaluate import evaluate
-from engine.eval.report_markdown import render_markdown
-from engine.eval.workflow_stages import stage_error, stage_taxonomy
+from engine.eval.reports.markdown import render_markdown
+from engine.eval.analyses.workflow_stages import stage_error, stage_taxonomy
 
 ROWS = [{"id": "a-2023", "company": "A", "year": 2023, "value_revenue_usd_million": 97.3},
         {"id": "b-2023", "company": "B", "year": 2023, "value_revenue_usd_million": 225.8}]

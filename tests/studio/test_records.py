@@ -56,7 +56,7 @@ def test_events_become_steps_with_times_dwell_and_the_marked_pages_as_citations(
 
 
 def test_cant_find_is_a_refusal_and_skip_has_no_answer_and_no_effort():
-    from engine.eval.answers import is_refusal
+    from engine.eval.metrics.answers import is_refusal
 
     _, gave_up = build_records(QUESTIONS[0], [_event(1.0, "open"), _event(2.0, "not_found", citations=[])], "Ana")
     assert is_refusal(gave_up.answer) and gave_up.extra["finish"] == "not_found" and gave_up.iterations == 1

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from engine.eval.budget import fit_saturating
+from engine.eval.analyses.budget import fit_saturating
 from engine.eval.stats import wilson_interval
 
 __all__ = ["qguide_analyses", "LEVELS"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from engine.eval.mudabench import numeric_match, rows_from_metadata
+from engine.eval.metrics.mudabench import numeric_match, rows_from_metadata
 
 __all__ = ["STAGES", "stage_error", "stage_taxonomy"]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from engine.datasets.formats import iter_jsonl, write_jsonl
 from engine.eval.items import ItemResult
-from engine.eval.report_html import render_html
-from engine.eval.report_markdown import render_markdown
+from engine.eval.reports.html import render_html
+from engine.eval.reports.markdown import render_markdown
 from tools.errors import DossierError
 
 __all__ = ["write_reports", "load_item_results", "json_safe"]

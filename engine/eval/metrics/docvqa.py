@@ -23,7 +23,7 @@ import string
 from datetime import date, datetime
 from functools import lru_cache
 
-from engine.eval.answers import levenshtein_within
+from engine.eval.metrics.answers import levenshtein_within
 from tools.errors import missing_dependency
 
 __all__ = ["MARKER", "extract_final_answer", "docvqa_correct", "parse_magnitude"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from html import escape
 
-from engine.eval.report_markdown import breakdown_rows, headline_rows, num, pct, stage_rows, taxonomy_rows
-from engine.eval.svg import bar_chart, line_chart
+from engine.eval.reports.markdown import breakdown_rows, headline_rows, num, pct, stage_rows, taxonomy_rows
+from engine.eval.reports.svg import bar_chart, line_chart
 
 __all__ = ["render_html", "PLOT_IDS"]
 
@@ -100,7 +100,7 @@ def render_html(report: dict, title: str = "Dossier evaluation") -> str:
         parts += [f"<h2>By {name}</h2>", _table(["group", "n", "accuracy", "95% CI", "Page F1", "Doc F1", "Kuiper"],
                                                 breakdown_rows(report["breakdowns"][key]))]
     if report.get("qguide"):
-        from engine.eval.report_qguide import qguide_html
+        from engine.eval.reports.qguide import qguide_html
 
         parts.append(qguide_html(report["qguide"]))
     coverage = report.get("mudabench_coverage")

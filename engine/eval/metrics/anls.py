@@ -25,7 +25,7 @@ from collections import Counter
 from anls_star import anls_score
 from anls_star.anls_star import ANLSTree
 
-from engine.eval.answers import answer_parts
+from engine.eval.metrics.answers import answer_parts
 
 __all__ = ["ANLSScorer", "anls_star", "ACCURACY_THRESHOLD"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.eval.report_markdown import ci_text, num, pct
+from engine.eval.reports.markdown import ci_text, num, pct
 
 __all__ = ["qguide_lines", "qguide_markdown", "qguide_html"]
 
@@ -92,7 +92,7 @@ def qguide_html(q: dict) -> str:
     """The Q-Guide section of report.html: the budget curve with its fit, then the lines of the terminal block."""
     from html import escape
 
-    from engine.eval.svg import line_chart
+    from engine.eval.reports.svg import line_chart
 
     parts = ["<h2>Q-Guide</h2>"]
     budget = q.get("budget")

@@ -122,7 +122,7 @@ def render_markdown(report: dict) -> str:
                         [[str(r["budget"]), pct(r["accuracy"]), f"{r['correct']} / {r['n']}"]
                          for r in steps["accuracy_at_budget"]])
     if report.get("qguide"):
-        from engine.eval.report_qguide import qguide_markdown
+        from engine.eval.reports.qguide import qguide_markdown
 
         lines += qguide_markdown(report["qguide"])
     coverage = report.get("mudabench_coverage")
