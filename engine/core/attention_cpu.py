@@ -120,7 +120,7 @@ class NumbaBackend(SdpaBackend):
 
     def _decode(self, queries: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                 mask: torch.Tensor | None, window: int | None) -> torch.Tensor:
-        from engine.core.cpu_attention import paged_decode_torch
+        from kernels.paged_attention_numba import paged_decode_torch
 
         batch = meta.decode_lens.shape[0]
         kv_heads, head_dim = k_cache.shape[2:]

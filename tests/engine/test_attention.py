@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.core.cpu_attention import paged_decode_jit_ready, paged_decode_torch
+from kernels.paged_attention_numba import paged_decode_jit_ready, paged_decode_torch
 from engine.core.step_layout import StepLayout, pack_to_device
 
 ATOL = 2e-6  # float32, summation order differs from SDPA
