@@ -124,7 +124,7 @@ def load_adapter(
         adapter = build_adapter(family, config, folder, name, device, dtype, min_pixels, max_pixels)
         tensors = _read_tensors(folder)
         if lora is not None:
-            from models.adapters import merge_lora
+            from models.lora import merge_lora
 
             tensors = merge_lora(tensors, lora)
         adapter.load_weights(tensors)
