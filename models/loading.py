@@ -21,6 +21,7 @@ import importlib.util
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -91,6 +92,7 @@ def load_adapter(
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
     quantization: str | None = None,
+    quantization_group_size: int = 128,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     lora: str | os.PathLike | None = None,
@@ -100,9 +102,10 @@ def load_adapter(
     Args:
         model: "default", a shape name (random weights), a local HF directory or a .gguf file.
         device: "cpu" or "cuda".
-        dtype: weight dtype (float32 on CPU, bfloat16 on GPU).
-        quantization: None, "nf4" or "int8": bitsandbytes quantisation of the language model's linear
-            layers (optional extra; vision towers, embeddings and the output head keep `dtype`).
+        dtype: weight dtype (EngineConfig.resolved_dtype: bf16 on a GPU or a CPU with native bf16, else fp32).
+        quantization: None, "int4" (torch's native CPU kernel), "int8" or "nf4" (bitsandbytes): weight-only
+            quantisation of the language model's linear layers (vision towers, embeddings and the output head
+            keep `dtype`); see models/quantize.py.
         min_pixels, max_pixels: image area bounds of vision-language models, in pixels
             (None: the model folder's, else the family's defaults).
     """
@@ -129,10 +132,18 @@ def load_adapter(
             tensors = merge_lora(tensors, lora)
         adapter.load_weights(tensors)
     if quantization is not None:
-        from models.quantize import quantize_linears
+        from models.quantize import quantize_linears, weight_bytes
 
-        quantize_linears(adapter, quantization)
+        before = weight_bytes(adapter)
+        replaced = quantize_linears(adapter, quantization, group_size=quantization_group_size)
+        # A user who quantises wants to see what it bought: one line on stderr, like the GGUF conversion's.
+        print(f"{quantization}: {replaced} linear layers quantised; weights {_size(before)} -> "
+              f"{_size(weight_bytes(adapter))}", file=sys.stderr, flush=True)
     return adapter.eval()
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:.2f} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.1f} MiB"
 
 
 def load_processor(model: str | os.PathLike, *, min_pixels: int | None = None, max_pixels: int | None = None):

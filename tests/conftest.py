@@ -11,6 +11,20 @@ os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def float32_means_auto(monkeypatch):
+    """The suite's references are float32 (HF models, hand-computed logits): in-process engines built with
+    dtype="auto" run in float32 on every CPU, as on CPUs without native bf16. bf16 is tested by asking for it
+    (tests/engine/test_cpu_dtypes.py), and what "auto" picks from the CPU's flags is tested there too."""
+    from engine.core import dtypes
+
+    monkeypatch.setattr(dtypes, "cpu_bf16_flags", _no_native_bf16)
+
+
+def _no_native_bf16() -> tuple[str, ...]:
+    return ()
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The shared data folder (../shared, or $DOSSIER_SHARED); skips the test when it is absent."""

@@ -13,7 +13,7 @@ __all__ = ["EngineConfig", "QUANTIZATIONS"]
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda")
 _BACKENDS = ("auto", "triton", "flash_attn", "sdpa", "numba")
-QUANTIZATIONS = ("nf4", "int8")  # as models.quantize.QUANTIZATIONS (config must not import torch)
+QUANTIZATIONS = ("int4", "int8", "nf4")  # as models.quantize.QUANTIZATIONS (config must not import torch)
 
 
 @dataclass(slots=True)
@@ -35,7 +35,8 @@ class EngineConfig:
     enable_prefix_caching: bool = True
     # "cpu", "cuda", or "auto" (cuda when available).
     device: str = "auto"
-    # Weights and KV dtype: "auto" is float32 on CPU and bfloat16 on GPU.
+    # Weights, activations and KV dtype: "auto" is bfloat16 on a GPU and on a CPU with native bf16
+    # (avx512_bf16 / amx_bf16), float32 on other CPUs (engine/core/dtypes.py says why).
     dtype: str = "auto"
     # Attention over the paged cache: "triton" (GPU: our paged kernels), "flash_attn" (GPU,
     # needs flash-attn, fp16/bf16 and block_size % 256 == 0), "sdpa" (CPU reference), "numba"
@@ -46,9 +47,13 @@ class EngineConfig:
     cuda_graphs: bool = True
     # Largest decode batch replayed from a CUDA graph, sequences (larger steps run eagerly).
     cuda_graph_max_batch: int = 128
-    # Optional bitsandbytes weight quantisation of the language model's linear layers (vision
-    # towers, embeddings and the output head stay in the model dtype): None, "nf4" or "int8".
+    # Optional weight-only quantisation of the language model's linear layers (vision towers,
+    # embeddings and the output head stay in the model dtype): None; "int4" (groups of 128, torch's
+    # native CPU kernel); "int8" (per channel: torch's native kernel on a CPU, bitsandbytes LLM.int8 on
+    # CUDA); "nf4" (bitsandbytes). See models/quantize.py.
     quantization: str | None = None
+    # int4 only: input features per (scale, zero) pair: 32, 64, 128 or 256 (tests use small models).
+    quantization_group_size: int = 128
     # Threads of the forward pass on the CPU; None adapts them to the load other processes put on
     # the machine, re-read every 2 s (engine/core/threads.py). Ignored on a GPU.
     cpu_threads: int | None = None
@@ -87,6 +92,8 @@ class EngineConfig:
             raise DossierError(f"attention_backend {self.attention_backend!r} is not one of {', '.join(_BACKENDS)}")
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
             raise DossierError(f"quantization {self.quantization!r} is not one of {', '.join(QUANTIZATIONS)} (or None)")
+        if self.quantization_group_size not in (32, 64, 128, 256):
+            raise DossierError(f"quantization_group_size must be 32, 64, 128 or 256 (got {self.quantization_group_size})")
         if self.cuda_graph_max_batch < 1:
             raise DossierError(f"cuda_graph_max_batch must be >= 1 sequence (got {self.cuda_graph_max_batch})")
         for name in ("image_min_pixels", "image_max_pixels"):
@@ -115,9 +122,12 @@ class EngineConfig:
         return "cuda" if torch.cuda.is_available() else "cpu"
 
     def resolved_dtype(self):
-        """The torch dtype of weights and KV cache (fp32 on CPU, bf16 on GPU unless set)."""
+        """The torch dtype of weights and KV cache: `dtype`, or for "auto" what `auto_dtype` picks here."""
         import torch
 
-        if self.dtype == "auto":
-            return torch.bfloat16 if self.resolved_device() == "cuda" else torch.float32
-        return getattr(torch, self.dtype)
+        from engine.core.dtypes import auto_dtype, warn_if_emulated
+
+        device = self.resolved_device()
+        name = auto_dtype(device).name if self.dtype == "auto" else self.dtype
+        warn_if_emulated(device, name)
+        return getattr(torch, name)

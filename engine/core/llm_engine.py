@@ -68,7 +68,8 @@ class Engine:
         config = config or EngineConfig()
         adapter = load_adapter(
             model, device=config.resolved_device(), dtype=config.resolved_dtype(), quantization=config.quantization,
-            min_pixels=config.image_min_pixels, max_pixels=config.image_max_pixels, lora=config.lora,
+            quantization_group_size=config.quantization_group_size, min_pixels=config.image_min_pixels,
+            max_pixels=config.image_max_pixels, lora=config.lora,
         )
         return cls(adapter, config)
 

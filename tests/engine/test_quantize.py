@@ -40,9 +40,15 @@ def test_quantised_engine_matches_transformers_bitsandbytes(tiny_llama, mode):
     from benchmarks.quant_quality import sequence_logits
     from models.quantize import weight_bytes
 
+    from models.quantize import QuantizationCheckError
+
     folder, _ = tiny_llama
     plain = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4))
-    engine = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4, quantization=mode))
+    try:
+        engine = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4, quantization=mode))
+    except QuantizationCheckError as error:  # bitsandbytes 0.50.2's NF4 gives NaN on CPUs with avx512_bf16
+        pytest.skip(f"bitsandbytes {mode} is broken on this CPU and Dossier refuses it at load, as it should "
+                    f"(tests/engine/test_cpu_dtypes.py checks the refusal): {error}")
     linears = weight_bytes(plain.adapter.layers), weight_bytes(engine.adapter.layers)
     assert linears[1] < (0.2 if mode == "nf4" else 0.35) * linears[0], linears  # fp32 -> 4 / 8 bits (+ constants)
     session = engine.open_session()

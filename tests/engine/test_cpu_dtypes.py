@@ -1,0 +1,172 @@
+"""The CPU's fast paths: what dtype="auto" picks, bf16 engines, and int4 weight-only linears.
+
+Tolerances are named; a failure prints the max and mean difference. References:
+- the int4 kernel against the dequantised weight it stands for (float32 matmul);
+- a bf16 engine against float32 (logit cosine) and against Hugging Face's own bf16 model (greedy tokens);
+- an int4 engine's decode steps (the int4 kernel) against its prefill path (the dense dequantised weight).
+"""
+
+import logging
+
+import pytest
+import torch
+
+from engine import Engine, EngineConfig, SamplingParams
+from engine.core import dtypes
+from models.int_linear import Int4Linear, dequantize_int4, quantize_weight_int4
+from tests.engine.conftest import hf_greedy, random_prompt
+
+INT4_KERNEL_ATOL = 0.05  # bf16 activations inside the kernel: ~3 significant digits on outputs of size ~2
+BF16_LOGIT_COSINE = 0.995  # a tiny random model's logits in bf16 vs float32, every position
+# int4 (groups of 32) vs float32, mean over positions: random 64-wide weights with initializer range 0.25 are the
+# worst case for 4 bits (nf4 falls to cosine ~0.69 on them); real models are measured by `dossier bench quant`.
+INT4_MEAN_LOGIT_COSINE = 0.85
+
+
+def _diff(a: torch.Tensor, b: torch.Tensor) -> str:
+    d = (a.float() - b.float()).abs()
+    return f"max diff {d.max():.4g}, mean {d.mean():.4g}"
+
+
+REAL_CPU_BF16_FLAGS = dtypes.cpu_bf16_flags  # before tests/conftest.py's float32_means_auto replaces it per test
+
+
+def test_auto_dtype_follows_the_cpu_flags(monkeypatch, tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    monkeypatch.setattr(dtypes, "Path", lambda _: cpuinfo)
+    monkeypatch.setattr(dtypes, "cpu_bf16_flags", REAL_CPU_BF16_FLAGS)
+    for flags, expected in [("fpu sse avx2 fma", "float32"), ("avx2 avx512f avx512_bf16 avx512_vnni", "bfloat16"),
+                            ("avx2 amx_bf16 amx_tile", "bfloat16")]:
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+        dtypes.cpu_bf16_flags.cache_clear()
+        choice = dtypes.auto_dtype("cpu")
+        assert choice.name == expected, (flags, choice)
+        assert ("avx512_bf16" in choice.reason or "amx_bf16" in choice.reason)
+    assert dtypes.auto_dtype("cuda").name == "bfloat16"
+    dtypes.cpu_bf16_flags.cache_clear()
+
+
+def test_bf16_on_a_cpu_without_it_warns_once(monkeypatch, caplog):
+    monkeypatch.setattr(dtypes, "cpu_bf16_flags", lambda: ())
+    dtypes.warn_if_emulated.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="engine.core.dtypes"):
+        for _ in range(3):
+            assert EngineConfig(device="cpu", dtype="bfloat16").resolved_dtype() == torch.bfloat16
+        assert EngineConfig(device="cpu", dtype="auto").resolved_dtype() == torch.float32
+    warnings = [r for r in caplog.records if "slower than float32" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    dtypes.warn_if_emulated.cache_clear()
+
+
+@pytest.mark.parametrize("rows", [1, 5, 16, 40])
+@pytest.mark.parametrize("activation", [torch.float32, torch.bfloat16])
+def test_int4_kernel_matches_its_dequantised_weight(rows, activation):
+    torch.manual_seed(rows)
+    linear = torch.nn.Linear(256, 96).to(activation)
+    layer = Int4Linear(linear, group_size=64, dense_rows=8)
+    codes, scale, zero = quantize_weight_int4(linear.weight.data, 64)
+    weight = dequantize_int4(codes, scale, zero, 64)  # (96, 256) float32
+    assert (codes >= 0).all() and (codes <= 15).all()
+    assert (weight - linear.weight.float()).abs().max() <= scale.max() / 2 + 1e-6  # one rounding step at most
+    x = torch.randn(rows, 256).to(activation)
+    want = x.float() @ weight.T + linear.bias.float()
+    got = layer(x)
+    assert got.dtype == activation and got.shape == (rows, 96)
+    assert torch.allclose(got.float(), want, atol=INT4_KERNEL_ATOL * (2 if activation == torch.bfloat16 else 1),
+                          rtol=0.02), f"rows={rows} {activation}: {_diff(got, want)}"
+
+
+def test_int4_without_the_dense_copy_holds_only_codes():
+    linear = torch.nn.Linear(512, 256)
+    slim = Int4Linear(linear, group_size=128, keep_dense=False)
+    full = Int4Linear(linear, group_size=128)
+    slim_bytes = sum(b.numel() * b.element_size() for b in slim.buffers())
+    assert slim_bytes < 0.2 * linear.weight.numel() * 4  # fp32 -> 4 bits + (scale, zero) per 128
+    x = torch.randn(64, 512)  # above dense_rows: full takes the dense path, slim the kernel
+    assert torch.allclose(slim(x), full(x), atol=0.1), _diff(slim(x), full(x))
+
+
+def _int4_config(**extra) -> EngineConfig:
+    return EngineConfig(**{"num_kv_blocks": 128, "block_size": 4, "dtype": "float32", "quantization": "int4",
+                           "quantization_group_size": 32, **extra})
+
+
+def test_int4_engine_quantises_every_decoder_linear_and_prints_memory(tiny_llama, capfd):
+    folder, _ = tiny_llama
+    engine = Engine.from_pretrained(str(folder), _int4_config())
+    layers = [m for layer in engine.adapter.layers for m in layer.modules() if isinstance(m, Int4Linear)]
+    assert len(layers) == 4 * len(engine.adapter.layers)  # qkv, o, gate_up, down
+    assert not isinstance(engine.adapter.lm_head, Int4Linear)
+    assert "int4: 8 linear layers quantised; weights" in capfd.readouterr().err
+
+
+def test_int4_engine_decode_kernel_agrees_with_its_prefill_path(tiny_llama):
+    """Greedy decode (the int4 kernel, one row per step) equals teacher-forced argmax of one prefill (the dense path)."""
+    from benchmarks.quant_quality import sequence_logits
+
+    folder, _ = tiny_llama
+    engine = Engine.from_pretrained(str(folder), _int4_config())
+    reference = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=128, block_size=4, dtype="float32"))
+    prompt = random_prompt(20, seed=5)
+    session = engine.open_session()
+    session.append(prompt)
+    out = session.generate(SamplingParams(max_new_tokens=10, ignore_eos=True)).output_token_ids
+    logits = sequence_logits(engine, prompt + out)  # (30, vocab) through the dense dequantised weights
+    assert logits[len(prompt) - 1: -1].argmax(-1).tolist() == out
+    fp32 = sequence_logits(reference, prompt + out)
+    cosine = torch.nn.functional.cosine_similarity(logits, fp32, dim=-1)
+    assert cosine.mean() > INT4_MEAN_LOGIT_COSINE, f"int4 vs float32 logits: mean cosine {cosine.mean():.4f}"
+
+
+def test_int4_keeps_layers_it_cannot_pack(tiny_llama, caplog):
+    folder, _ = tiny_llama  # hidden 64: not a multiple of the default group size 128
+    with caplog.at_level(logging.WARNING, logger="models.quantize"):
+        engine = Engine.from_pretrained(str(folder), _int4_config(quantization_group_size=128))
+    for layer in engine.adapter.layers:  # 64 inputs: kept; down_proj has 128 inputs: quantised
+        assert not any(isinstance(m, Int4Linear) for m in (layer.qkv_proj, layer.o_proj, layer.gate_up_proj))
+        assert isinstance(layer.down_proj, Int4Linear)
+    assert "keeps 6 linear layer(s)" in caplog.text and "group size 128" in caplog.text
+    assert "layers.0.qkv_proj (64 inputs" in caplog.text
+
+
+def test_native_kernels_refuse_what_they_cannot_do():
+    from models.quantize import quantize_linears
+    from tools.errors import DossierError
+
+    with pytest.raises(DossierError, match="group_size must be 32, 64, 128 or 256"):
+        EngineConfig(quantization="int4", quantization_group_size=100)
+    with pytest.raises(DossierError, match="on a GPU use nf4 or int8"):
+        quantize_linears(torch.nn.Sequential(torch.nn.Linear(128, 128)), "int8", backend="native")
+
+
+def test_a_quantised_layer_that_gives_nan_is_refused(monkeypatch):
+    """bitsandbytes' NF4 returns NaN on CPUs with avx512_bf16: the load check must catch it, whatever the kernel."""
+    from models import int_linear
+    from models.quantize import QuantizationCheckError, quantize_linears
+
+    monkeypatch.setattr(int_linear.Int4Linear, "forward", lambda self, x: torch.full((x.shape[0], self.out_features),
+                                                                                     float("nan")))
+    with pytest.raises(QuantizationCheckError, match="non-finite results on this machine"):
+        quantize_linears(torch.nn.Sequential(torch.nn.Linear(128, 64)), "int4")
+
+
+def test_bf16_engine_logits_close_to_float32_and_tokens_equal_hf_bf16(tiny_llama):
+    from benchmarks.quant_quality import sequence_logits
+
+    folder, hf = tiny_llama
+    config = dict(num_kv_blocks=128, block_size=4, attention_backend="sdpa")
+    bf16 = Engine.from_pretrained(str(folder), EngineConfig(dtype="bfloat16", **config))
+    fp32 = Engine.from_pretrained(str(folder), EngineConfig(dtype="float32", **config))
+    assert bf16.adapter.dtype == torch.bfloat16 and bf16.runner.k_cache.dtype == torch.bfloat16
+    tokens = random_prompt(40, seed=9)
+    cosine = torch.nn.functional.cosine_similarity(sequence_logits(bf16, tokens), sequence_logits(fp32, tokens), dim=-1)
+    assert cosine.min() > BF16_LOGIT_COSINE, f"bf16 vs float32 logits: min cosine {cosine.min():.4f}"
+    prompt = random_prompt(17, seed=3)
+    session = bf16.open_session()
+    session.append(prompt)
+    ours = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids
+    hf_bf16 = hf.to(torch.bfloat16)
+    try:
+        assert ours == hf_greedy(hf_bf16, prompt, 8, None)
+    finally:
+        hf.to(torch.float32)
