@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.chat import ModelOpt
-from engine.cli.options import FormatOpt, OutputFormat, QuantizationOpt, emit_json, set_threads
+from engine.cli.options import DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json, set_threads
 
 __all__ = ["bench_app", "register"]
 
@@ -54,7 +54,7 @@ def bench_engine(
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB.")] = 4.0,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
     attention: Annotated[str, typer.Option(help="auto, triton, flash_attn (GPU), numba or sdpa (CPU).")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
+    dtype: DtypeOpt = "auto",
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
     quantization: QuantizationOpt = None,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import QuantizationOpt
+from engine.cli.options import DtypeOpt, QuantizationOpt
 
 __all__ = ["ModelOpt", "register"]
 
@@ -35,6 +35,7 @@ def chat(
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass (with --temperature > 0).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed for sampling.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    dtype: DtypeOpt = "auto",
     quantization: QuantizationOpt = None,
 ) -> None:
     """Chat with a model; the conversation's KV cache is kept between turns.
@@ -51,7 +52,7 @@ def chat(
     """
     from engine import Engine, EngineConfig, SamplingParams
 
-    config = EngineConfig(device=device, kv_cache_gib=1.0, seed=seed, quantization=quantization)
+    config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=1.0, seed=seed, quantization=quantization)
     engine = Engine.from_pretrained(model, config)
     if engine.processor is None:
         from tools.errors import DossierError

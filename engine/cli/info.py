@@ -22,7 +22,8 @@ _OPTIONAL = {
 
 
 def version(fmt: FormatOpt = OutputFormat.human) -> None:
-    """Print Dossier's version, the optional backends found, and what the code sandbox guarantees here.
+    """Print Dossier's version, the optional backends found, the dtype --dtype auto picks here and why, and what
+    the code sandbox guarantees here.
 
     The sandbox (used for every model-written program, e.g. the workflow agent's code stage) is
     probed by running one program in it; a guarantee the machine cannot give is marked "no".
@@ -32,6 +33,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         dossier 0.1.0
         numba         yes
         flash-attn    no
+        dtype auto    float32 on cpu: the CPU has neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, ...)
         sandbox:
           yes  no network: network namespace; the socket module is refused in any case
           yes  memory limit: RLIMIT_AS 1024 MB
@@ -46,16 +48,22 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         backends["cuda"] = torch.cuda.is_available()
     except ImportError:  # pragma: no cover - torch is a hard dependency
         backends["cuda"] = False
+    from engine.core.dtypes import auto_dtype
     from tools.sandbox import sandbox_guarantees
 
+    device = "cuda" if backends["cuda"] else "cpu"
+    choice = auto_dtype(device)
+
     sandbox = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
-    info = {"dossier": dist_version("dossier"), "backends": backends, "sandbox": sandbox}
+    info = {"dossier": dist_version("dossier"), "backends": backends,
+            "dtype_auto": {"device": device, "dtype": choice.name, "why": choice.reason}, "sandbox": sandbox}
     if fmt is OutputFormat.json:
         emit_json(info)
         return
     typer.echo(f"dossier {info['dossier']}")
     for name, present in backends.items():
         typer.echo(f"{name:<13} {'yes' if present else 'no'}")
+    typer.echo(f"{'dtype auto':<13} {choice.name} on {device}: {choice.reason}")
     typer.echo("sandbox:")
     for item in sandbox:
         typer.echo(f"  {'yes' if item['held'] else 'NO ':<4} {item['guarantee']}: {item['how']}")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "QuantizationOpt", "emit_json", "set_threads"]
+__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "DtypeOpt", "QuantizationOpt", "emit_json", "set_threads"]
 
 
 class OutputFormat(str, Enum):
@@ -23,11 +23,18 @@ CorpusOpt = Annotated[
     typer.Option("--corpus", help="Corpus store directory (created by `dossier ingest`)."),
 ]
 
+DtypeOpt = Annotated[
+    str,
+    typer.Option("--dtype", help="Weights, activations and KV cache: auto (bfloat16 on a GPU and on a CPU with "
+                                 "avx512_bf16/amx_bf16, float32 on other CPUs; `dossier version` says which here), "
+                                 "float32, bfloat16 or float16."),
+]
 QuantizationOpt = Annotated[
     str | None,
-    typer.Option("--quantization", help="Quantise the language model's linear layers with bitsandbytes: nf4 (4-bit) "
-                                        "or int8; vision towers, embeddings and the output head keep the model dtype. "
-                                        "Needs: pip install 'dossier[quant]'."),
+    typer.Option("--quantization", help="Weight-only quantisation of the language model's linear layers: int4 (CPU: "
+                                        "torch's native kernel, groups of 128, for decode steps; prefill keeps a dense "
+                                        "copy), int8 or nf4 (bitsandbytes; needs pip install 'dossier[quant]'). "
+                                        "Vision towers, embeddings and the output head keep the model dtype."),
 ]
 
 

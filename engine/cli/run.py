@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
+from engine.cli.options import CorpusOpt, DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
 from tools.progress import LiveProgress
 
 __all__ = ["register", "start_run", "write_run_json"]
@@ -219,6 +219,7 @@ def run_cmd(
                                                        "answer when it predicts more searching won't help.")] = None,
     kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    dtype: DtypeOpt = "auto",
     quantization: QuantizationOpt = None,
     threads: Annotated[str, typer.Option(help="CPU threads of the model's forward: auto (one per core that other "
                                               "processes leave free, re-read every 2 s) or a number.")] = "auto",
@@ -270,7 +271,7 @@ def run_cmd(
             max_rounds = max(parse_sweep(max_rounds_sweep), default=3)
         settings_kwargs.update(max_rounds=max_rounds, gate=gate, tools=tools, chunk_pages=chunk_pages,
                                chunk_overlap=chunk_overlap, max_rounds_sweep=max_rounds_sweep)
-    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, quantization=quantization,
+    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, dtype=dtype, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())

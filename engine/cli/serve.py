@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.chat import ModelOpt
-from engine.cli.options import QuantizationOpt
+from engine.cli.options import DtypeOpt, QuantizationOpt
 
 __all__ = ["register"]
 
@@ -30,7 +30,7 @@ def serve(
                                                      "printed at start).")] = 2.0,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16.")] = "auto",
+    dtype: DtypeOpt = "auto",
     attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
     quantization: QuantizationOpt = None,
     threads: Annotated[int | None, typer.Option(help="torch and numba threads, fixed (default: one per core other "
