@@ -110,7 +110,7 @@ def _prepare(workdir: Path, code: str, inputs: dict | None, files: dict | None, 
 
 def run_python(code: str, inputs: dict | None = None, files: dict | None = None,
                limits: SandboxLimits | None = None, network: bool = True) -> SandboxResult:
-    """Run `code` in the sandbox.
+    """Run `code` in the sandbox. Never raises: a failure of the program or of the sandbox is a result.
 
     Args:
         code: the program's source.
@@ -123,8 +123,17 @@ def run_python(code: str, inputs: dict | None = None, files: dict | None = None,
         a `SandboxResult`; `ok` is False with `kind` and `error` set for any failure.
     """
     limits = limits or SandboxLimits()
-    drop = os.geteuid() == 0
     start = time.perf_counter()
+    try:
+        return _run(code, inputs, files, limits, network, start)
+    except Exception as err:  # noqa: BLE001 - the promise: a broken sandbox is a result, never an exception
+        return SandboxResult(False, "", "", "setup", f"the sandbox failed: {type(err).__name__}: {err}", None,
+                             time.perf_counter() - start, 0.0)
+
+
+def _run(code: str, inputs: dict | None, files: dict | None, limits: SandboxLimits, network: bool,
+         start: float) -> SandboxResult:
+    drop = os.geteuid() == 0
     workdir = Path(tempfile.mkdtemp(prefix="dossier-sandbox-"))
     try:
         try:
@@ -143,61 +152,176 @@ def run_python(code: str, inputs: dict | None = None, files: dict | None = None,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=workdir, env=dict(_ENV, HOME=str(workdir)), start_new_session=True,
                                     pass_fds=(status_write,))
+        except BaseException:
+            os.close(status_read)
+            raise
         finally:
             os.close(status_write)
-        stdout, stderr, stopped = _collect(proc, limits)
-        _, wait_status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(wait_status)
-        with os.fdopen(status_read, "rb") as pipe:
-            raw_status = pipe.read()
-        status = json.loads(raw_status) if raw_status else {}
+        try:
+            run = _collect(proc, status_read, limits, time.monotonic() + limits.wall_seconds)
+        finally:
+            os.close(status_read)
+            _kill_group(proc.pid)
+            _reap(proc)  # whatever happened above, no process outlives this call
+        status, outcome = _read_status(run.status)
         wall = time.perf_counter() - start
-        out = stdout.decode("utf-8", "replace")
-        err = stderr.decode("utf-8", "replace")
-        kind, error = _diagnose(proc.returncode, err, stopped, limits, usage.ru_utime + usage.ru_stime, status)
-        return SandboxResult(kind is None, out, err, kind, error, proc.returncode, wall,
-                             usage.ru_utime + usage.ru_stime, status)
+        out = run.stdout.decode("utf-8", "replace")
+        err = run.stderr.decode("utf-8", "replace")
+        traceback = None if outcome is None else _program_frames(outcome[1], str(workdir / "program.py"))
+        if traceback:
+            err += ("" if not err or err.endswith("\n") else "\n") + traceback
+        cpu = run.usage.ru_utime + run.usage.ru_stime
+        kind, error = _diagnose(run.exit_code, err, run.stopped, limits, cpu, status, traceback or "",
+                                memory=outcome is not None and outcome[0])
+        return SandboxResult(kind is None, out, err, kind, error, run.exit_code, wall, cpu, status)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _collect(proc: subprocess.Popen, limits: SandboxLimits) -> tuple[bytes, bytes, str | None]:
-    """Read stdout and stderr until both close; kill the process group at the wall clock or the output cap."""
-    chunks = {proc.stdout: [], proc.stderr: []}
-    total, stopped = 0, None
-    deadline = time.monotonic() + limits.wall_seconds
+@dataclass(slots=True)
+class _Run:
+    stdout: bytes
+    stderr: bytes
+    status: bytes  # what came on the status pipe (the child's report, then its outcome line)
+    stopped: str | None  # "timeout" or "output" when the parent ended the program
+    exit_code: int
+    usage: object  # resource.struct_rusage of the reaped process
+
+
+def _collect(proc: subprocess.Popen, status_fd: int, limits: SandboxLimits, deadline: float) -> _Run:
+    """Read the three pipes until the process exits; kill its process group at the wall clock or output cap.
+
+    The deadline bounds the whole run, whatever the pipes do: a program that closes its output and
+    blocks is killed at the deadline like one that spins.
+    """
+    names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", status_fd: "status"}
+    chunks = {"stdout": [], "stderr": [], "status": []}
+    sizes = {"stdout": 0, "stderr": 0, "status": 0}
+    stopped = None
+    pidfd = _pidfd(proc.pid)
     with selectors.DefaultSelector() as selector:
-        for stream in chunks:
-            selector.register(stream, selectors.EVENT_READ)
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                stopped = stopped or "timeout"
-                _kill_group(proc)
-                remaining = 1.0  # drain what is left after the kill
-            for key, _ in selector.select(timeout=min(remaining, 0.5)):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    selector.unregister(key.fileobj)
-                    continue
-                if total < limits.output_bytes:
-                    chunks[key.fileobj].append(data[: limits.output_bytes - total])
-                total += len(data)
-                if total > limits.output_bytes and stopped is None:
+        for fd in names:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        if pidfd is not None:
+            selector.register(pidfd, selectors.EVENT_READ)
+        try:
+            while not _exited(proc.pid):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    stopped = stopped or "timeout"
+                    break
+                for key, _ in selector.select(timeout=min(remaining, 0.5 if pidfd is not None else 0.05)):
+                    if key.fd in names:
+                        _read_into(key.fd, names[key.fd], chunks, sizes, selector)
+                if sizes["stdout"] + sizes["stderr"] > limits.output_bytes:
                     stopped = "output"
-                    _kill_group(proc)
-            if stopped and time.monotonic() > deadline + 5:
-                break  # a killed group that still holds the pipes open (cannot happen with RLIMIT_NPROC)
-    for stream in chunks:
+                    break
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        _kill_group(proc.pid)  # the program and anything it started, exited or not
+        exit_code, usage = _reap(proc)
+        for fd in list(names):  # what the pipes still hold: every writer is gone now
+            if fd in selector.get_map():
+                while _read_into(fd, names[fd], chunks, sizes, selector):
+                    pass
+    for stream in (proc.stdout, proc.stderr):
         stream.close()
-    return b"".join(chunks[proc.stdout]), b"".join(chunks[proc.stderr]), stopped
+    out, err = b"".join(chunks["stdout"]), b"".join(chunks["stderr"])
+    cap = limits.output_bytes
+    return _Run(out[:cap], err[: max(0, cap - len(out))], b"".join(chunks["status"]), stopped, exit_code, usage)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+_STATUS_CAP = 1 << 20  # the status pipe carries a report and a traceback; more is the program writing junk
+
+
+def _read_into(fd: int, name: str, chunks: dict, sizes: dict, selector) -> bool:
+    """Read what `fd` has now; False once it is closed or empty for the moment."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return False
+    if not data:
+        selector.unregister(fd)
+        return False
+    cap = _STATUS_CAP if name == "status" else 1 << 62
+    if sizes[name] < cap:
+        chunks[name].append(data)
+    sizes[name] += len(data)
+    return True
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when `pid` exits (Linux 5.3+), or None: then the loop polls."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _exited(pid: int) -> bool:
+    """Whether `pid` has exited, without reaping it (so its process group id stays reserved for the kill)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _reap(proc: subprocess.Popen) -> tuple[int, object]:
+    """Wait for the (killed or exited) process; its exit code (negative: a signal) and resource usage."""
+    if proc.returncode is not None:
+        return proc.returncode, getattr(proc, "_dossier_usage", None)
+    try:
+        _, wait_status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:  # reaped already (cannot happen unless someone else waited for it)
+        import resource
+
+        proc.returncode = -signal.SIGKILL
+        return proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc.returncode = os.waitstatus_to_exitcode(wait_status)
+    proc._dossier_usage = usage
+    return proc.returncode, usage
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def _read_status(raw: bytes) -> tuple[dict, tuple[bool, str] | None]:
+    """The child's confinement report and, when the program raised, (MemoryError?, traceback).
+
+    Only the lines carrying the key the child sent first count: the program can write to the
+    pipe but cannot know the key.
+    """
+    first, _, rest = raw.partition(b"\n")
+    try:
+        status = json.loads(first)
+    except ValueError:
+        return {}, None
+    if not isinstance(status, dict):
+        return {}, None
+    key = str(status.pop("key", "")).encode()
+    if not key or b"\n" + key + b" " not in rest:
+        return status, None
+    flag, _, text = rest.rpartition(b"\n" + key + b" ")[2].partition(b" ")
+    return status, (flag == b"1", text.decode("utf-8", "replace"))
+
+
+def _program_frames(traceback: str, program: str) -> str:
+    """The interpreter's traceback with only the program's own frames (the bootstrap and library frames dropped)."""
+    kept, keep = [], True
+    for line in traceback.splitlines(keepends=True):
+        if line.startswith('  File "'):
+            keep = line.startswith(f'  File "{program}"')
+        elif not line.startswith("    "):
+            keep = True  # a header, a chain separator or the exception line
+        if keep:
+            kept.append(line.replace(program, "program.py"))
+    return "".join(kept)
 
 
 def _last_line(text: str) -> str:
@@ -205,9 +329,35 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def _exception_line(traceback: str) -> str:
+    """'Type: message' of the exception that ended the program: the first line after the last traceback's frames."""
+    lines = traceback.splitlines()
+    headers = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")]
+    for line in lines[headers[-1] + 1 if headers else 0:]:
+        if line.strip() and not line.startswith("  "):
+            return line.strip()
+    return _last_line(traceback)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        low, high = getattr(signal, "SIGRTMIN", 34), getattr(signal, "SIGRTMAX", 64)
+        return f"SIGRTMIN+{number - low} (signal {number})" if low <= number <= high else f"signal {number}"
+
+
 def _diagnose(code: int, stderr: str, stopped: str | None, limits: SandboxLimits, cpu_s: float,
-              status: dict) -> tuple[str | None, str | None]:
-    """(kind, one-line error) for a finished run; (None, None) when it succeeded."""
+              status: dict, traceback: str = "", memory: bool = False) -> tuple[str | None, str | None]:
+    """(kind, one-line error) for a finished run from what the parent observed; (None, None) when it succeeded.
+
+    Args:
+        code: the exit status (negative: the signal that ended it).
+        stderr: what the process wrote to stderr (only read when the sandbox did not start).
+        traceback: the program's traceback from the child's keyed outcome line ("" when it did not raise).
+        stopped: "timeout" or "output" when the parent stopped it.
+        memory: the outcome line said the exception was a MemoryError.
+    """
     if stopped == "timeout":
         return "timeout", f"the program ran longer than {limits.wall_seconds:g} s of wall-clock time and was stopped"
     if stopped == "output":
@@ -218,12 +368,11 @@ def _diagnose(code: int, stderr: str, stopped: str | None, limits: SandboxLimits
     if code == -signal.SIGXCPU or (code == -signal.SIGKILL and cpu_s >= limits.cpu_seconds):
         return "cpu", f"the program used more than {limits.cpu_seconds} s of CPU time and was stopped"
     if not status:
-        return "setup", f"the sandbox did not start (exit {code}): {_last_line(stderr) or 'no message'}"
+        return "setup", f"the sandbox did not start (exit {code}): {_last_line(stderr)[:300] or 'no message'}"
     if code < 0:
-        return "signal", f"the program was killed by signal {signal.Signals(-code).name}"
-    last = _last_line(stderr)
-    if last.startswith("MemoryError"):
+        return "signal", f"the program was killed by {_signal_name(-code)}"
+    if memory and code == 1:
         return "memory", f"MemoryError: the program needed more than its {limits.memory_mb} MB memory limit"
-    if last and ("Error" in last.split(":")[0] or "Exception" in last.split(":")[0]):
-        return "exception", last
-    return "exit", f"the program exited with status {code}" + (f": {last}" if last else "")
+    if traceback and code == 1:
+        return "exception", _exception_line(traceback)[:500] or "the program raised an exception"
+    return "exit", f"the program exited with status {code}"
