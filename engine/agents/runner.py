@@ -17,7 +17,7 @@ the last one finishes, the parent continues with `on_children`. Only top-level e
 written and count against `concurrency`.
 
 Each finished episode is appended to trajectories.jsonl and then predictions.jsonl
-(the commit marker), with an fsync. A killed run restarted with the same --out skips
+(the commit marker), with an fsync (engine/agents/run_dir.py). A killed run restarted with the same --out skips
 finished episodes and loses only the ones in flight. With `record` instead of `out`,
 finished episodes go to that callback (a Ray worker streams them to its driver, which
 writes the run directory).
@@ -25,9 +25,7 @@ writes the run directory).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 import zlib
 from collections import deque
@@ -38,11 +36,12 @@ from pathlib import Path
 
 from engine.agents.actions import Done, Spawn, ToolJob, Turn
 from engine.agents.registry import agent_spec
+from engine.agents.run_dir import commit_episode, finished_ids
 from engine.agents.settings import AgentSettings
-from engine.datasets.formats import Question, append_jsonl
+from engine.datasets.formats import Question
 from tools.errors import DossierError
 
-__all__ = ["RolloutRunner", "RunSummary", "finished_ids"]
+__all__ = ["RolloutRunner", "RunSummary"]
 
 log = logging.getLogger(__name__)
 
@@ -67,48 +66,6 @@ class RunSummary:
                 "tokens_cached": self.tokens_cached, "seconds": round(self.seconds, 2),
                 "episodes_per_hour": rate(self.episodes * 3600), "steps_per_s": rate(self.steps),
                 "generated_tok_per_s": rate(self.tokens_generated), "finish_reasons": self.reasons}
-
-
-def finished_ids(out: Path) -> set[str]:
-    """Ids in predictions.jsonl; repairs a line cut short by a kill and drops trajectories of unfinished episodes."""
-    predictions, trajectories = out / "predictions.jsonl", out / "trajectories.jsonl"
-    done: set[str] = set()
-    if predictions.exists():
-        good = _valid_lines(predictions)
-        done = {json.loads(line)["id"] for line in good}
-    if trajectories.exists():
-        kept, seen = [], set()
-        for line in _valid_lines(trajectories):
-            qid = json.loads(line)["id"]
-            if qid in done and qid not in seen:  # a trajectory without its prediction was in flight
-                kept.append(line)
-                seen.add(qid)
-        _rewrite(trajectories, kept)
-    return done
-
-
-def _valid_lines(path: Path) -> list[str]:
-    """Complete JSON lines of a file; a torn last line is removed from the file."""
-    raw = path.read_text(encoding="utf-8")
-    lines, good = raw.split("\n"), []
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            json.loads(line)
-        except json.JSONDecodeError:
-            log.warning("dropping a torn line in %s (the run was interrupted while writing it)", path)
-            continue
-        good.append(line)
-    if len(good) != len([line for line in lines if line.strip()]):
-        _rewrite(path, good)
-    return good
-
-
-def _rewrite(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -235,8 +192,7 @@ class RolloutRunner:
         if self.record is not None:
             self.record(episode.trajectory(), episode.prediction(), action.reason)
         else:
-            append_jsonl(self.out / "trajectories.jsonl", episode.trajectory())
-            append_jsonl(self.out / "predictions.jsonl", episode.prediction())  # commit marker: written last
+            commit_episode(self.out, episode.trajectory(), episode.prediction())
         summary = self.summary
         summary.episodes += 1
         summary.reasons[action.reason] = summary.reasons.get(action.reason, 0) + 1

@@ -130,12 +130,10 @@ def mine_cmd(
         best queries: gold page at rank 1 for 33, rank 2-5 for 23
         wrote runs/silver/trajectories.jsonl (source: silver)
     """
-    import json
-
     from engine.agents.env import AgentEnv
-    from engine.agents.runner import finished_ids
+    from engine.agents.run_dir import check_resume, commit_episode, finished_ids, write_run_json, write_summary
     from engine.agents.settings import AgentSettings
-    from engine.datasets import append_jsonl, load_questions
+    from engine.datasets import load_questions
     from engine.train.silver import MineConfig, mine_question, silver_episode
     from tools.errors import DossierError
 
@@ -148,17 +146,12 @@ def mine_cmd(
     settings = AgentSettings(k=k, search_mode=search_mode)
     config = MineConfig(max_terms=max_terms, pool=pool, page_terms=page_terms, max_queries=max_queries)
     env = AgentEnv(corpus, settings.page_chars, settings.search_mode)
-    out.mkdir(parents=True, exist_ok=True)
     meta = {"agent": "silver", "source": "silver", "model": None, "questions": str(questions.resolve()),
             "corpus": str(corpus.resolve()), "settings": settings.to_json(),
             "mining": {"max_terms": max_terms, "pool": pool, "page_terms": page_terms, "max_queries": max_queries}}
-    if (out / "run.json").exists():
-        old = json.loads((out / "run.json").read_text())
-        if any(old.get(key) != meta[key] for key in ("questions", "corpus", "settings", "mining")):
-            raise DossierError(f"{out} holds silver trajectories mined with other questions, corpus or options; "
-                               "use another --out, or the same options to resume")
-    else:
-        (out / "run.json").write_text(json.dumps(meta, indent=2))
+    check_resume(out, meta, ("questions", "corpus", "settings", "mining"),
+                 "it holds silver trajectories mined with other options: use another --out, or the same options to resume")
+    write_run_json(out, meta)
     done = finished_ids(out)
     todo = [q for q in items if q.id not in done]
     started = time.perf_counter()
@@ -172,8 +165,7 @@ def mine_cmd(
             failed += 1
             continue
         trajectory, prediction = silver_episode(env, question, settings, mined, tried, config)
-        append_jsonl(out / "trajectories.jsonl", trajectory)
-        append_jsonl(out / "predictions.jsonl", prediction)  # commit marker, as the runner writes it
+        commit_episode(out, trajectory, prediction)
         kept += len(mined)
         ranks.append(mined[0].gold_rank if mined else None)
         progress("mine", number, len(todo))
@@ -183,7 +175,7 @@ def mine_cmd(
               "without_query": len(ranks) - found, "failed": failed, "queries_kept": kept,
               "best_rank_1": sum(r == 1 for r in ranks), "best_rank_2_to_k": sum(r is not None and r > 1 for r in ranks),
               "seconds": round(seconds, 1), "out": str(out)}
-    (out / "run_summary.json").write_text(json.dumps(report, indent=2))
+    report = write_summary(out, report)
     if fmt is OutputFormat.json:
         emit_json(report)
         return

@@ -27,7 +27,6 @@ __all__ = [
     "load_questions",
     "load_predictions",
     "write_jsonl",
-    "append_jsonl",
     "parse_page",
 ]
 
@@ -203,8 +202,14 @@ def iter_jsonl(path: str | Path, errors: list[LineError]) -> Iterator[tuple[int,
     path = Path(path)
     if not path.is_file():
         raise DossierError(f"{path}: no such file (expected a JSON Lines file, one object per line)")
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                errors.append(LineError(str(path), number, f"not UTF-8 (byte {raw[err.start]:#04x} at byte "
+                                                           f"{err.start + 1} of the line); save the file as UTF-8"))
+                continue
             if not line.strip():
                 continue
             try:
@@ -249,12 +254,3 @@ def write_jsonl(path: str | Path, records) -> int:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return count
-
-
-def append_jsonl(path: str | Path, record) -> None:
-    """Append one record and fsync, so a killed process never loses a finished line."""
-    obj = record.to_json() if hasattr(record, "to_json") else record
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())

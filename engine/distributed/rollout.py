@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.agents.runner import RunSummary, finished_ids
-from engine.datasets.formats import append_jsonl
+from engine.agents.run_dir import commit_episode, finished_ids
+from engine.agents.runner import RunSummary
 from engine.distributed.cluster import import_ray, start_workers, stop_workers
 from engine.distributed.corpus_check import corpus_facts, describe_placement
 from engine.distributed.worker import RolloutWorker
@@ -119,8 +119,7 @@ class RayRollout:
                     log.error("worker %d delivered %s twice; kept the first", worker, qid)
                     continue
                 del owed[qid]
-                append_jsonl(out / "trajectories.jsonl", event["trajectory"])
-                append_jsonl(out / "predictions.jsonl", event["prediction"])  # commit marker: written last
+                commit_episode(out, event["trajectory"], event["prediction"])
                 done.add(qid)
                 self.delivered[worker] += 1
                 summary.episodes += 1

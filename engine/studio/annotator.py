@@ -14,15 +14,14 @@ Thread-safe: the web server calls it from its thread pool.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
 from importlib.metadata import version
 from pathlib import Path
 
-from engine.agents.runner import finished_ids
-from engine.datasets.formats import Question, append_jsonl
+from engine.agents.run_dir import append_record, check_resume, commit_episode, finished_ids, read_records, write_run_json
+from engine.datasets.formats import Question
 from engine.studio.trajectory import ACTIONS, FINISH, build_records, iso_time, marked_pages
 from tools.errors import DossierError
 
@@ -70,21 +69,12 @@ class AnnotatorRun:
         self.by_id = {q.id: q for q in questions}
         self.lock = threading.RLock()
         self.directory.mkdir(parents=True, exist_ok=True)
-        run_json = self.directory / "run.json"
-        if run_json.is_file():
-            old = json.loads(run_json.read_text(encoding="utf-8"))
-            diffs = [k for k in self.RESUME_KEYS if old.get(k) != meta.get(k)]
-            if diffs:
-                raise DossierError(f"{self.directory} holds a run with different {', '.join(diffs)}; start the "
-                                   "studio with another --out, or with the options that run was started with")
-            self.name = old.get("annotator", name)
-        else:
-            self.name = name
-            meta = {**meta, "annotator": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                    "dossier_version": version("dossier")}
-            tmp = run_json.with_name("run.json.tmp")
-            tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
-            tmp.replace(run_json)
+        old = check_resume(self.directory, meta, self.RESUME_KEYS, "start the studio with another --out, or with the "
+                           "options that run was started with")
+        self.name = old.get("annotator", name) if old else name
+        if old is None:
+            write_run_json(self.directory, {**meta, "annotator": name, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                            "dossier_version": version("dossier")})
         self.events_path = self.directory / "events.jsonl"
         self.done = finished_ids(self.directory)  # repairs a torn last line and orphan trajectories
         self.events: dict[str, list[dict]] = {}
@@ -99,17 +89,8 @@ class AnnotatorRun:
                 self._commit(self.by_id[qid], events[:terminal[0] + 1])
 
     def _read_journal(self) -> list[dict]:
-        if not self.events_path.is_file():
-            return []
-        events = []
-        for line in self.events_path.read_text(encoding="utf-8").splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line torn by a kill mid-write: the action it held was never acknowledged
-            if isinstance(event, dict) and "type" in event and "t" in event:
-                events.append(event)
-        return events
+        # a line torn by a kill mid-write is skipped: the action it held was never acknowledged
+        return [e for e in read_records(self.events_path) if "type" in e and "t" in e]
 
     # -- reads -------------------------------------------------------------------------------------
     def current(self) -> Question | None:
@@ -175,14 +156,13 @@ class AnnotatorRun:
         t = time.time()
         event = {"seq": self.seq, "t": round(t, 3), "time": iso_time(t), "question_id": question_id, "type": kind,
                  **fields}
-        append_jsonl(self.events_path, event)
+        append_record(self.events_path, event)
         self.events.setdefault(question_id, []).append(event)
         return event
 
     def _commit(self, question: Question, events: list[dict]) -> dict:
         trajectory, prediction = build_records(question, events, self.name)
-        append_jsonl(self.directory / "trajectories.jsonl", trajectory)
-        append_jsonl(self.directory / "predictions.jsonl", prediction)  # the commit marker: written last
+        commit_episode(self.directory, trajectory, prediction)  # the prediction, the commit marker, last
         self.done.add(question.id)
         self.events.pop(question.id, None)
         return trajectory
