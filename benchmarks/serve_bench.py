@@ -1,21 +1,29 @@
-"""The server benchmark: concurrent MADQA-style agent clients against `dossier serve` and a peer server.
+"""The server benchmark: concurrent MADQA-style agent clients against `dossier serve` and peer servers.
 
 N client threads run BM25-agent episodes over HTTP (benchmarks/serve_client.py), each turn
 re-sending the whole conversation, as MADQA's harness does against vLLM. The same clients,
-questions, corpus, model weights, thread count and greedy decoding run against:
+questions, corpus, model, thread count and greedy decoding run against:
 
-- `dossier serve` (one engine, paged KV, prefix cache, continuous batching), and
-- `transformers serve --continuous-batching` (the peer that runs on a CPU: Hugging Face's own
-  OpenAI-compatible server, paged attention with continuous batching and block sharing;
-  vLLM and SGLang need a GPU here, llama.cpp's server would need a GGUF build of its own).
+- `dossier serve` (one engine, paged KV, prefix cache, continuous batching; `--dtype` and
+  `--quantization` as given);
+- `llamacpp`: llama.cpp's server from the prebuilt `xllamacpp` wheel (benchmarks/llamacpp_peer.py),
+  the peer a CPU user would pick. It loads the same GGUF file Dossier converts from, natively in
+  its quantisation, with one slot per client, the same threads and its prompt cache on;
+- `transformers serve --continuous-batching` (Hugging Face's own OpenAI-compatible server, paged
+  attention with continuous batching and block sharing), float32.
+vLLM and SGLang need a GPU.
 
-The episodes use the agent's JSON turn in plain text (mode "text"), because `transformers
-serve` ignores `tool_choice` and `response_format` and parses no tool calls for a model
-without a response template (SmolLM2 has none); it also ignores `stream_options`, so it
-reports no usage in a stream and its cached-token fraction is unknown. Each server runs alone, in its own process, started and stopped by this benchmark.
-Reported per server: episodes/hour, time to first token (p50/p90), mean request latency,
-the fraction of prompt tokens served from cache (when the server reports it), and how many
-episodes took the same turns on both servers.
+The episodes use the agent's JSON turn in plain text (mode "text") unless `mode="tools"`:
+`transformers serve` ignores `tool_choice` and `response_format` and parses no tool calls for a
+model without a response template (SmolLM2 has none), and ignores `stream_options` (no usage in a
+stream, so its cached-token fraction is unknown). llama.cpp parses tool calls with the model's
+Jinja template, so the tools mode runs against it too. Each server runs alone, in its own process,
+started and stopped by this benchmark; a peer that cannot start (wheel missing, no GGUF, port
+taken) gets a row that says why, and the other rows still run. `orders="both"` runs the servers in
+the given order and then reversed (a first server can warm the page cache for the next).
+Reported per server: episodes/hour, time to first token (p50/p90), mean request latency, the
+fraction of prompt tokens served from cache (when the server reports it), and per peer the ratio
+of Dossier's episodes/hour to it and how many episodes took the same turns on both.
 """
 
 from __future__ import annotations
@@ -52,7 +60,9 @@ class ServeWorkload:
     max_tokens: int = 48  # tokens per reply
     threads: int = 2  # torch (and numba) threads of each server
     kv_cache_gib: float = 1.0  # KV memory of each server
-    mode: str = "text"  # "text" (both servers) or "tools" (dossier only: MADQA's OpenAI tools)
+    mode: str = "text"  # "text" (every server) or "tools" (dossier and llamacpp: MADQA's OpenAI tools)
+    dtype: str = "auto"  # dossier serve --dtype
+    quantization: str | None = None  # dossier serve --quantization (None, int4, int8, nf4)
 
 
 def _free_port() -> int:
@@ -121,8 +131,25 @@ class Server:
 def start_dossier(model: str, workload: ServeWorkload) -> Server:
     command = [sys.executable, "-m", "engine.cli.main", "serve", "--model", model, "--port", "0",
                "--served-model-name", "bench", "--threads", str(workload.threads),
-               "--kv-cache-gib", str(workload.kv_cache_gib)]
+               "--kv-cache-gib", str(workload.kv_cache_gib), "--dtype", workload.dtype]
+    if workload.quantization:
+        command += ["--quantization", workload.quantization]
     return Server("dossier serve", command, _env(workload.threads), "bench")
+
+
+def start_llamacpp(model: str, workload: ServeWorkload) -> Server:
+    from benchmarks.llamacpp_peer import gguf_of, llamacpp_command, missing_reason
+
+    reason = missing_reason()
+    if reason:
+        raise RuntimeError(reason)
+    port = _free_port()
+    command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads)
+    return Server("llama.cpp server", command, _env(workload.threads), "bench", url=f"http://127.0.0.1:{port}")
+
+
+SERVERS = {"dossier": start_dossier, "llamacpp": start_llamacpp, "transformers": None}  # transformers: below
+STREAM_USAGE = {"dossier": True, "llamacpp": True, "transformers": False}  # who reports usage in a stream
 
 
 def peer_model_folder(model: str) -> tuple[Path, bool]:
@@ -222,15 +249,16 @@ def summarize(name: str, episodes: list[EpisodeRecord], wall_s: float) -> dict:
 
 def run_serve_benchmark(model: str = "default", workload: ServeWorkload | None = None, corpus: str | None = None,
                         questions_path: str | None = None, servers: tuple[str, ...] = ("dossier", "transformers"),
-                        progress=None) -> dict:
-    """Run the same client workload against each server in turn; return one row per server.
+                        progress=None, orders: str = "given") -> dict:
+    """Run the same client workload against each server in turn; return one row per server run.
 
     Args:
-        model: "default" or a local model folder both servers load.
-        workload: clients, episodes, agent settings, server threads and KV memory.
+        model: "default", a packaged model or a local model folder (llama.cpp needs a GGUF behind it).
+        workload: clients, episodes, agent settings, server threads, KV memory, Dossier's dtype.
         corpus, questions_path: an indexed corpus and its questions; None builds the sample suite.
-        servers: "dossier" and/or "transformers".
+        servers: any of "dossier", "llamacpp", "transformers", run in this order.
         progress: optional callable(str) told what runs now.
+        orders: "given", or "both": the given order, then reversed.
     """
     workload = workload or ServeWorkload()
     say = progress or (lambda _msg: None)
@@ -239,10 +267,21 @@ def run_serve_benchmark(model: str = "default", workload: ServeWorkload | None =
         corpus, questions_path = _sample_corpus(say)
         sample_root = Path(corpus).parent
     try:
-        return _run_servers(model, workload, corpus, questions_path, servers, say)
+        sequences = [tuple(servers)] + ([tuple(reversed(servers))] if orders == "both" and len(servers) > 1 else [])
+        runs = [_run_servers(model, workload, corpus, questions_path, order, say) for order in sequences]
     finally:
         if sample_root is not None:
             shutil.rmtree(sample_root, ignore_errors=True)
+    result = {"model": model, "workload": asdict(workload), "rows": [], "comparisons": []}
+    for order, run in enumerate(runs, start=1):
+        for row in run["rows"]:
+            result["rows"].append({**row, "order": order})
+        result["comparisons"].extend({**c, "order": order} for c in run["comparisons"])
+    first = [c for c in result["comparisons"] if c["order"] == 1]
+    if len(first) == 1:  # the two-server run's headline, as before
+        result["episodes_per_hour_ratio"] = first[0]["episodes_per_hour_ratio"]
+        result["episodes_with_the_same_turns"] = first[0]["episodes_with_the_same_turns"]
+    return result
 
 
 def _run_servers(model: str, workload: ServeWorkload, corpus: str, questions_path: str, servers: tuple[str, ...],
@@ -255,28 +294,54 @@ def _run_servers(model: str, workload: ServeWorkload, corpus: str, questions_pat
     rows, runs = [], {}
     for name in servers:
         say(f"starting {name}")
-        server = start_dossier(model, workload) if name == "dossier" else start_transformers(model, workload)
         try:
-            url = server.wait()
+            server = start_transformers(model, workload) if name == "transformers" else SERVERS[name](model, workload)
+        except Exception as error:  # a peer that cannot start gets a row saying why; the others still run
+            rows.append(_failed_row(name, f"could not start: {type(error).__name__}: {str(error)[-400:]}"))
+            say(f"{name} could not start: {error}")
+            continue
+        try:
+            try:
+                url = server.wait()
+            except Exception as error:
+                rows.append(_failed_row(name, f"could not start: {type(error).__name__}: {str(error)[-400:]}"))
+                say(f"{name} could not start: {error}")
+                continue
             model_name = server.model_name
             say(f"warming up {name}")
             run_clients(url, model_name, env, questions[:2], replace(workload, episodes=2, clients=2, max_iterations=1),
-                        stream_usage=name == "dossier")
+                        stream_usage=STREAM_USAGE[name])
             say(f"{workload.episodes} episodes, {workload.clients} clients against {name}")
-            episodes, wall = run_clients(url, model_name, env, questions, workload, stream_usage=name == "dossier",
+            episodes, wall = run_clients(url, model_name, env, questions, workload, stream_usage=STREAM_USAGE[name],
                                          progress=say)
+        except Exception as error:
+            rows.append(_failed_row(name, f"failed: {type(error).__name__}: {str(error)[-400:]}"))
+            continue
         finally:
             server.stop()
         runs[name] = episodes
-        rows.append(summarize(server.name, episodes, wall))
-    result = {"model": model, "workload": asdict(workload), "rows": rows}
-    if len(runs) == 2:
-        a, b = runs.values()
-        result["episodes_with_the_same_turns"] = sum([t.raw for t in x.turns] == [t.raw for t in y.turns]
-                                                      for x, y in zip(a, b))
-        ours, peer = rows
-        result["episodes_per_hour_ratio"] = round(ours["episodes_per_hour"] / peer["episodes_per_hour"], 3)
-    return result
+        rows.append({**summarize(server.name, episodes, wall), "key": name})
+    comparisons = []
+    if "dossier" in runs:
+        ours = next(r for r in rows if r.get("key") == "dossier")
+        for peer in (r for r in rows if r.get("key") not in (None, "dossier") and r.get("episodes_per_hour")):
+            same = sum([t.raw for t in x.turns] == [t.raw for t in y.turns] for x, y in zip(runs["dossier"], runs[peer["key"]]))
+            comparisons.append({
+                "peer": peer["server"],
+                "episodes_per_hour_ratio": round(ours["episodes_per_hour"] / peer["episodes_per_hour"], 3),
+                "ttft_p50_ratio": (round(ours["ttft_p50_s"] / peer["ttft_p50_s"], 3)
+                                   if ours["ttft_p50_s"] and peer["ttft_p50_s"] else None),
+                "episodes_with_the_same_turns": same,
+            })
+    return {"rows": rows, "comparisons": comparisons}
+
+
+def _failed_row(name: str, why: str) -> dict:
+    return {"server": {"dossier": "dossier serve", "llamacpp": "llama.cpp server",
+                       "transformers": "transformers serve"}[name], "key": name, "episodes": 0, "episodes_failed": 0,
+            "error": why, "first_error": None, "requests": 0, "wall_s": None, "episodes_per_hour": None,
+            "ttft_p50_s": None, "ttft_p90_s": None, "mean_request_s": None, "prompt_tokens": None,
+            "cached_token_fraction": None, "answered": 0}
 
 
 def _sample_corpus(say) -> tuple[str, str]:

@@ -1,4 +1,5 @@
-"""`dossier bench serve`: concurrent MADQA-style agent clients against `dossier serve` and `transformers serve`."""
+"""`dossier bench serve`: concurrent MADQA-style agent clients against `dossier serve`, llama.cpp's server and
+`transformers serve`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.chat import ModelOpt
-from engine.cli.options import FormatOpt, OutputFormat, emit_json
+from engine.cli.options import DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
 
 __all__ = ["register_bench"]
 
@@ -22,59 +23,77 @@ def bench_serve(
     max_tokens: Annotated[int, typer.Option(help="Tokens per reply.")] = 48,
     threads: Annotated[int, typer.Option(help="torch (and numba) threads of each server.")] = 2,
     kv_cache_gib: Annotated[float, typer.Option(help="KV memory of each server, GiB.")] = 1.0,
-    servers: Annotated[str, typer.Option(help="Comma-separated: dossier, transformers.")] = "dossier,transformers",
-    mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (both servers); tools: MADQA's "
-                                           "OpenAI tools (dossier only: transformers serve ignores tool_choice).")] = "text",
+    peers: Annotated[str, typer.Option("--peers", "--servers",
+                                       help="Comma-separated servers, run in this order: dossier, llamacpp (llama.cpp's "
+                                            "server; pip install 'dossier[bench-peers]'), transformers.")
+                     ] = "dossier,llamacpp",
+    orders: Annotated[str, typer.Option(help="given: the --peers order; both: that order, then reversed (each "
+                                             "printed).")] = "given",
+    dtype: DtypeOpt = "auto",
+    quantization: QuantizationOpt = None,
+    mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
+                                           "OpenAI tools (dossier and llamacpp: transformers serve ignores "
+                                           "tool_choice).")] = "text",
     corpus: Annotated[str | None, typer.Option(help="An indexed corpus (default: the sample suite, built in a temp folder).")] = None,
     questions: Annotated[str | None, typer.Option(help="Questions of --corpus (canonical JSONL).")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
-    """The same agent clients over HTTP against dossier serve and transformers serve, one server at a time.
+    """The same agent clients over HTTP against dossier serve and its peers, one server at a time.
 
     Each client runs BM25-agent episodes that re-send the whole conversation every turn (as
-    MADQA's harness does); both servers load the same weights with the same thread count,
-    KV memory and greedy decoding. Prints episodes/hour, time to first token, request latency
-    and the fraction of prompt tokens served from cache. Below, a small run on a loaded
-    2-core machine (load average 13-16); the defaults are the run to quote.
+    MADQA's harness does); every server loads the same model (llama.cpp: the same GGUF file,
+    natively quantised) with the same threads and greedy decoding, llama.cpp with one slot per
+    client and its prompt cache. Prints episodes/hour, time to first token, request latency, the
+    fraction of prompt tokens served from cache, and Dossier's ratio to each peer. A peer that
+    cannot start gets a row saying why. The defaults are the run to quote; the README's table was
+    made with --orders both.
 
     Example:
-        $ dossier bench serve --clients 4 --episodes 4 --max-iterations 2 --max-tokens 32 --kv-cache-gib 0.5
-        server               episodes  wall s episodes/h  TTFT p50  TTFT p90 request s  cached
-        dossier serve               4   128.6      111.9    12.87s    13.04s    57.99s   0.856
-        transformers serve          4   122.0      118.0     6.90s    13.98s    52.12s     n/a
-        episodes/hour ratio 0.95x · episodes with the same turns on both: 4/4
+        $ dossier bench serve --model qwen2.5-1.5b --peers dossier,llamacpp --orders both --quantization int4
+        order server             episodes  wall s episodes/h  TTFT p50  TTFT p90 request s  cached
+        1     dossier serve            16   ...
+        1     llama.cpp server         16   ...
+        dossier / llama.cpp server (order 1): episodes/h 1.10x, TTFT p50 0.45x, same turns 9/16
     """
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
     from tools.errors import DossierError
 
-    chosen = tuple(s.strip() for s in servers.split(",") if s.strip())
-    if not chosen or set(chosen) - {"dossier", "transformers"}:
-        raise DossierError(f"--servers takes dossier and/or transformers (got {servers!r})")
+    chosen = tuple(s.strip() for s in peers.split(",") if s.strip())
+    if not chosen or set(chosen) - {"dossier", "llamacpp", "transformers"} or len(set(chosen)) < len(chosen):
+        raise DossierError(f"--peers takes dossier, llamacpp and/or transformers, each once (got {peers!r})")
     if mode not in ("text", "tools") or (mode == "tools" and "transformers" in chosen):
-        raise DossierError(f"--mode {mode!r}: use text, or tools with --servers dossier (transformers serve ignores "
+        raise DossierError(f"--mode {mode!r}: use text, or tools without transformers (transformers serve ignores "
                            "tool_choice and returns no tool calls for SmolLM2)")
+    if orders not in ("given", "both"):
+        raise DossierError(f"--orders takes given or both (got {orders!r})")
     if (corpus is None) != (questions is None):
         raise DossierError("give --corpus and --questions together (or neither, for the sample suite)")
-    workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads, kv_cache_gib, mode)
+    workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads, kv_cache_gib, mode,
+                             dtype, quantization)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
-    result = run_serve_benchmark(model, workload, corpus, questions, chosen, progress)
+    result = run_serve_benchmark(model, workload, corpus, questions, chosen, progress, orders=orders)
     if fmt is OutputFormat.json:
         emit_json(result)
         return
-    typer.echo(f"{'server':<20} {'episodes':>8} {'wall s':>7} {'episodes/h':>10} {'TTFT p50':>9} {'TTFT p90':>9} "
-               f"{'request s':>9} {'cached':>7}")
+    typer.echo(f"{'order':<5} {'server':<18} {'episodes':>8} {'wall s':>7} {'episodes/h':>10} {'TTFT p50':>9} "
+               f"{'TTFT p90':>9} {'request s':>9} {'cached':>7}")
+
     def shown(value, unit: str = "s", digits: int = 2) -> str:
         return "n/a" if value is None else f"{value:.{digits}f}{unit}"
 
     for row in result["rows"]:
-        typer.echo(f"{row['server']:<20} {row['episodes']:>8} {row['wall_s']:>7.1f} {row['episodes_per_hour']:>10.1f} "
-                   f"{shown(row['ttft_p50_s']):>9} {shown(row['ttft_p90_s']):>9} {shown(row['mean_request_s']):>9} "
-                   f"{shown(row['cached_token_fraction'], '', 3):>7}")
+        if row.get("error"):
+            typer.echo(f"{row['order']:<5} {row['server']:<18} {row['error']}")
+            continue
+        typer.echo(f"{row['order']:<5} {row['server']:<18} {row['episodes']:>8} {row['wall_s']:>7.1f} "
+                   f"{row['episodes_per_hour']:>10.1f} {shown(row['ttft_p50_s']):>9} {shown(row['ttft_p90_s']):>9} "
+                   f"{shown(row['mean_request_s']):>9} {shown(row['cached_token_fraction'], '', 3):>7}")
         if row["episodes_failed"]:
             typer.echo(f"  {row['episodes_failed']} episodes failed; first: {row['first_error']}")
-    if "episodes_per_hour_ratio" in result:
-        typer.echo(f"episodes/hour ratio {result['episodes_per_hour_ratio']:.2f}x · episodes with the same turns on "
-                   f"both: {result['episodes_with_the_same_turns']}/{episodes}")
+    for c in result["comparisons"]:
+        ttft = "n/a" if c["ttft_p50_ratio"] is None else f"{c['ttft_p50_ratio']:.2f}x"
+        typer.echo(f"dossier / {c['peer']} (order {c['order']}): episodes/h {c['episodes_per_hour_ratio']:.2f}x, "
+                   f"TTFT p50 {ttft}, same turns {c['episodes_with_the_same_turns']}/{episodes}")
 
 
 def register_bench(bench_app: typer.Typer) -> None:
