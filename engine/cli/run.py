@@ -2,179 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from engine.cli.options import CorpusOpt, DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
-from tools.progress import LiveProgress
 
-__all__ = ["register", "start_run", "write_run_json"]
-
-
-def _metadata(settings, model: str, questions: Path, corpus: Path | None, engine_config: dict) -> dict:
-    from importlib.metadata import version
-
-    return {"agent": settings.agent, "model": model, "adapter": engine_config.get("lora"),
-            "questions": str(questions.resolve()),
-            "corpus": str(corpus.resolve()) if corpus else None, "settings": settings.to_json(),
-            "seed": settings.seed, "engine": engine_config, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "dossier_version": version("dossier")}
-
-
-def _check_resume(out: Path, meta: dict) -> None:
-    """A run directory may only be resumed with the same agent, model, questions, corpus and settings."""
-    from tools.errors import DossierError
-
-    path = out / "run.json"
-    if not path.exists():
-        return
-    from engine.agents.settings import AgentSettings
-
-    old = json.loads(path.read_text())
-    if isinstance(old.get("settings"), dict):  # settings added since that run was started take their defaults
-        # ... except the loop: runs from before it existed ran MADQA's
-        old["settings"] = AgentSettings(agent=old.get("agent", "bm25")).to_json() | {"loop": "madqa"} | old["settings"]
-    keys = ("agent", "model", "adapter", "questions", "corpus", "settings")
-    diffs = [k for k in keys if old.get(k) != meta.get(k)]
-    if diffs:
-        raise DossierError(f"{out} holds a run with different {', '.join(diffs)}; "
-                           "use another --out, or the same options to resume it")
-
-
-def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
-              engine_kwargs: dict, concurrency: int, limit: int | None, show_progress: bool,
-              ray: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0) -> dict:
-    """Load questions, model and corpus, run every episode, and return the run summary.
-
-    With `show_progress`, progress goes to stderr from the first moment (imports and model
-    loading take minutes on a busy machine): a bar on a terminal, plain lines in a log.
-    With `ray` (HOST:PORT, 'auto' or 'local') the episodes run on `workers` Ray actors, one
-    engine each (engine/distributed/); without it Ray is never imported.
-    """
-    with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
-        if live is not None:
-            live.phase("starting (imports, questions, corpus)")
-        return _start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
-                          live, (ray, workers, gpus_per_worker))
-
-
-def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
-               engine_kwargs: dict, concurrency: int, limit: int | None, live: LiveProgress | None,
-               placement: tuple = (None, 1, 0.0)) -> dict:
-    from engine.agents.backend import engine_backend
-    from engine.agents.env import AgentEnv
-    from engine.agents.runner import RolloutRunner
-    from engine.agents.settings import AgentSettings
-    from engine.core.config import EngineConfig
-    from engine.datasets import load_questions
-    from tools.errors import DossierError
-
-    settings = AgentSettings(agent=agent, **settings_kwargs)
-    items, errors = load_questions(questions)
-    if errors:
-        for err in errors:
-            typer.echo(f"skipped {err}", err=True)
-    if limit is not None:
-        items = items[:limit]
-    if not items:
-        raise DossierError(f"{questions} has no usable questions")
-    from engine.agents.registry import agent_spec
-
-    if agent_spec(agent).needs_corpus and corpus is None:
-        raise DossierError(f"agent {agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
-    env = None
-    if corpus is not None:
-        env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
-    EngineConfig(**engine_kwargs)  # bad engine options fail before anything loads
-    meta = _metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
-    if agent == "workflow":  # what protected the model-written programs of this run
-        from tools.sandbox import sandbox_guarantees
-
-        meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
-    _check_resume(out, meta)
-    if placement[0] is not None:
-        return _run_on_ray(placement, model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live)
-    if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
-        live.phase(f"loading model {model}")
-    engine, settings, backend = engine_backend(model, engine_kwargs, settings, env)
-    meta["observe"] = settings.observe  # what "auto" became for this model
-    write_run_json(out, meta)
-    progress = _progress(live, len(items))
-    summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
-    stats = engine.stats()
-    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
-                                  "cpu_threads": stats.get("cpu_threads")}
-    if agent == "workflow":  # per-document extractions share one prompt prefix: how much came from the cache
-        from engine.agents.workflow.report import load_workflow_trajectories, prefix_cache_report, render_with
-
-        report["prefix_cache"] = prefix_cache_report(load_workflow_trajectories(out / "trajectories.jsonl"),
-                                                     render_with(engine.processor))
-    return write_summary(out, report)
-
-
-def write_summary(out: Path, report: dict) -> dict:
-    """Write run_summary.json: this call's figures, with every earlier call's kept under "earlier_calls".
-
-    A resumed run's call measures only the episodes it ran (none when all were done), so the
-    figures of the call that ran them must not be overwritten.
-    """
-    path = out / "run_summary.json"
-    earlier = []
-    try:
-        previous = json.loads(path.read_text()) if path.exists() else None
-    except ValueError:  # a summary cut by a crash: nothing to keep
-        previous = None
-    if isinstance(previous, dict):
-        earlier = [*previous.pop("earlier_calls", []), previous]
-    report = report | {"earlier_calls": earlier}
-    path.write_text(json.dumps(report, indent=2))
-    return report
-
-
-def _run_on_ray(placement: tuple, model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live) -> dict:
-    """The same run on Ray workers (engine/distributed/): the same run directory and progress."""
-    from engine.distributed import RayRollout
-
-    address, workers, gpus_per_worker = placement
-    if live is not None:
-        live.phase(f"starting {workers} Ray workers (each loads {model})")
-    echo = lambda line: typer.echo(line, err=True)  # noqa: E731
-    with RayRollout.start(address, workers, gpus_per_worker, model, engine_kwargs, settings, corpus, concurrency,
-                          echo) as rollout:
-        meta["observe"] = rollout.settings.observe
-        write_run_json(out, meta)
-        summary = rollout.run(items, out, _progress(live, len(items)))
-        report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": rollout.engine_counters(),
-                                      "ray": rollout.report()}
-    return write_summary(out, report)
-
-
-def write_run_json(out: Path, meta: dict) -> None:
-    """Create the run directory and its run.json (kept as first written when a run resumes)."""
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / "run.json").exists():
-        (out / "run.json").write_text(json.dumps(meta, indent=2))
-
-
-def _progress(live: LiveProgress | None, total: int):
-    """The runner's progress(summary, total) callback updating `live`, or None without progress."""
-    if live is None:
-        return None
-    live.phase("episodes")
-    live.update(done=0, total=total)
-
-    def progress(summary, total):
-        seconds = max(summary.seconds, 1e-9)
-        live.update(done=summary.episodes + summary.skipped, total=total,
-                    detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
-                           f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
-
-    return progress
+__all__ = ["register"]
 
 
 def _agent_names() -> tuple[str, ...]:
@@ -280,9 +115,11 @@ def run_cmd(
 
         StopRule.load(stop_rule)  # a bad file stops the run before the model loads
         settings_kwargs["stop_rule"] = str(stop_rule.resolve())
+    from engine.agents.launch import start_run
+
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
                        show_progress=fmt is OutputFormat.human, ray=ray, workers=workers,
-                       gpus_per_worker=gpus_per_worker)
+                       gpus_per_worker=gpus_per_worker, on_ray=_ray_launcher(ray))
     if fmt is OutputFormat.json:
         emit_json(report)
         return
@@ -304,6 +141,15 @@ def run_cmd(
                    f"{100 * cache['share_from_cache']:.1f}% of it read from the prefix cache for the "
                    f"{cache['documents']} documents after the first (lowest {100 * cache['min_share']:.1f}%)")
     typer.echo(f"score it: dossier eval {out}")
+
+
+def _ray_launcher(ray: str | None):
+    """engine.distributed's run_on_ray when --ray is given; Ray's code is not imported otherwise."""
+    if ray is None:
+        return None
+    from engine.distributed.launch import run_on_ray
+
+    return run_on_ray
 
 
 def parse_threads(value: str) -> int | None:

@@ -2,7 +2,7 @@
 
 import json
 
-from engine.cli.run import write_summary
+from engine.agents.run_dir import write_summary
 
 
 def test_a_resumed_call_keeps_the_first_calls_figures(tmp_path):

@@ -97,7 +97,8 @@ def _settings():
 
 
 def test_a_ray_run_equals_the_local_run_and_without_ray_nothing_imports_it(data, cluster, local_run, tmp_path):
-    from engine.cli.run import start_run
+    from engine.agents.launch import start_run
+    from engine.distributed.launch import run_on_ray
 
     local, facts = local_run
     assert facts == {"ray_imported": False}
@@ -106,7 +107,7 @@ def test_a_ray_run_equals_the_local_run_and_without_ray_nothing_imports_it(data,
     later = [s for t in _lines(local / "trajectories.jsonl") for s in t["steps"][1:]]
     assert later and all(s["tokens"]["cached"] > 0 for s in later)
     report = start_run("bm25", str(data["model"]), data["questions"], data["corpus"], tmp_path / "ray", SETTINGS,
-                       ENGINE, 2, LIMIT, show_progress=False, ray=cluster, workers=2)
+                       ENGINE, 2, LIMIT, show_progress=False, ray=cluster, workers=2, on_ray=run_on_ray)
     _assert_same_as_local(tmp_path / "ray", local)
     workers = report["ray"]["workers"]
     assert [w["episodes"] for w in workers] == [LIMIT // 2, LIMIT // 2]  # balanced shards, both workers used

@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from engine.agents.settings import AgentSettings
 from engine.cli.main import app
-from engine.cli.run import _check_resume, _metadata
+from engine.agents.launch import check_run_resume as _check_resume
+from engine.agents.launch import run_metadata as _metadata
 from tools.errors import DossierError
 
 

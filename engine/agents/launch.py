@@ -1,0 +1,144 @@
+"""Starting a run: questions, corpus and model loaded, the run directory checked, every episode run.
+
+`dossier run` parses its options and calls `start_run`; so do tests and the Ray test. The run
+directory itself (run.json, resume checks, the summary) is `engine/agents/run_dir.py`'s. With
+`ray` the episodes run on Ray actors through the `on_ray` the caller passes
+(`engine.distributed.launch.run_on_ray`): agents build nothing on Ray, so this module never
+imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+
+from engine.agents.run_dir import check_resume, write_run_json, write_summary
+from tools.progress import LiveProgress
+
+__all__ = ["start_run", "run_metadata", "check_run_resume", "progress_callback", "RESUME_KEYS"]
+
+RESUME_KEYS = ("agent", "model", "adapter", "questions", "corpus", "settings")  # what a resumed run must share
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run_metadata(settings, model: str, questions: Path, corpus: Path | None, engine_config: dict) -> dict:
+    """run.json of an agent run (CONTRIBUTING.md, "Run directories and trajectories")."""
+    from importlib.metadata import version
+
+    return {"agent": settings.agent, "model": model, "adapter": engine_config.get("lora"),
+            "questions": str(questions.resolve()),
+            "corpus": str(corpus.resolve()) if corpus else None, "settings": settings.to_json(),
+            "seed": settings.seed, "engine": engine_config, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "dossier_version": version("dossier")}
+
+
+def _with_new_settings(old: dict) -> dict:
+    """An old run.json with the settings added since it was written at their defaults."""
+    from engine.agents.settings import AgentSettings
+
+    if isinstance(old.get("settings"), dict):
+        # ... except the loop: runs from before it existed ran MADQA's
+        defaults = AgentSettings(agent=old.get("agent", "bm25")).to_json() | {"loop": "madqa"}
+        old = old | {"settings": defaults | old["settings"]}
+    return old
+
+
+def check_run_resume(out: Path, meta: dict) -> None:
+    """A run directory may only be resumed with the same agent, model, questions, corpus and settings."""
+    check_resume(out, meta, RESUME_KEYS, "use another --out, or the same options to resume it", _with_new_settings)
+
+
+def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
+              engine_kwargs: dict, concurrency: int, limit: int | None, show_progress: bool,
+              ray: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0,
+              echo: Callable[[str], None] = _stderr, on_ray: Callable[..., dict] | None = None) -> dict:
+    """Load questions, model and corpus, run every episode, and return the run summary.
+
+    With `show_progress`, progress goes to stderr from the first moment (imports and model
+    loading take minutes on a busy machine): a bar on a terminal, plain lines in a log.
+    With `ray` (HOST:PORT, 'auto' or 'local') the episodes run on `workers` Ray actors, one
+    engine each, run by `on_ray` (`engine.distributed.launch.run_on_ray`); without it Ray is
+    never imported. `echo` gets one line per skipped question and per Ray message.
+    """
+    if ray is not None and on_ray is None:
+        raise ValueError("start_run(ray=...) needs on_ray=engine.distributed.launch.run_on_ray")
+    with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
+        if live is not None:
+            live.phase("starting (imports, questions, corpus)")
+        return _start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
+                          live, (ray, workers, gpus_per_worker, on_ray), echo)
+
+
+def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
+               engine_kwargs: dict, concurrency: int, limit: int | None, live: LiveProgress | None,
+               placement: tuple, echo: Callable[[str], None]) -> dict:
+    from engine.agents.backend import engine_backend
+    from engine.agents.env import AgentEnv
+    from engine.agents.registry import agent_spec
+    from engine.agents.runner import RolloutRunner
+    from engine.agents.settings import AgentSettings
+    from engine.core.config import EngineConfig
+    from engine.datasets import load_questions
+    from tools.errors import DossierError
+
+    settings = AgentSettings(agent=agent, **settings_kwargs)
+    items, errors = load_questions(questions)
+    for err in errors:
+        echo(f"skipped {err}")
+    if limit is not None:
+        items = items[:limit]
+    if not items:
+        raise DossierError(f"{questions} has no usable questions")
+    if agent_spec(agent).needs_corpus and corpus is None:
+        raise DossierError(f"agent {agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
+    env = None
+    if corpus is not None:
+        env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
+    EngineConfig(**engine_kwargs)  # bad engine options fail before anything loads
+    meta = run_metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
+    if agent == "workflow":  # what protected the model-written programs of this run
+        from tools.sandbox import sandbox_guarantees
+
+        meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
+    check_run_resume(out, meta)
+    if placement[0] is not None:
+        return placement[3](placement[:3], model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live,
+                            echo)
+    if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
+        live.phase(f"loading model {model}")
+    engine, settings, backend = engine_backend(model, engine_kwargs, settings, env)
+    meta["observe"] = settings.observe  # what "auto" became for this model
+    write_run_json(out, meta)
+    progress = progress_callback(live, len(items))
+    summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
+    stats = engine.stats()
+    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
+                                  "cpu_threads": stats.get("cpu_threads")}
+    if agent == "workflow":  # per-document extractions share one prompt prefix: how much came from the cache
+        from engine.agents.workflow.report import load_workflow_trajectories, prefix_cache_report, render_with
+
+        report["prefix_cache"] = prefix_cache_report(load_workflow_trajectories(out / "trajectories.jsonl"),
+                                                     render_with(engine.processor))
+    return write_summary(out, report)
+
+
+def progress_callback(live: LiveProgress | None, total: int):
+    """The runner's progress(summary, total) callback updating `live`, or None without progress."""
+    if live is None:
+        return None
+    live.phase("episodes")
+    live.update(done=0, total=total)
+
+    def progress(summary, total):
+        seconds = max(summary.seconds, 1e-9)
+        live.update(done=summary.episodes + summary.skipped, total=total,
+                    detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
+                           f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
+
+    return progress
