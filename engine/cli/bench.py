@@ -10,8 +10,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.chat import ModelOpt
-from engine.cli.options import DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json, set_threads
+from engine.cli.options import DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, emit_json, set_threads
 
 __all__ = ["bench_app", "register"]
 

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.chat import ModelOpt
-from engine.cli.options import DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
+from engine.cli.options import DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, emit_json
 
 __all__ = ["register_bench"]
 

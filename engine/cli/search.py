@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, emit_json
+from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, StepProgress, emit_json, stderr_console
 
 __all__ = ["register"]
 
@@ -87,11 +87,10 @@ def index_cmd(
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from engine.cli.corpus import _stderr_console
 
     def bar_for(label: str):
         return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("pages"), TimeElapsedColumn(),
-                        transient=True, console=_stderr_console())
+                        transient=True, console=stderr_console())
 
     with bar_for("index") as bar:
         task = bar.add_task("index", total=None)
@@ -186,9 +185,11 @@ def retrieval_eval_cmd(
         typer.echo(f"skipped {err}", err=True)
     _searcher, rank = _ranker(corpus, rerank, late_model, late_device, device)
     if queries_from is not None or model is not None or adapter is not None:
-        from engine.cli.train import first_query_retrieval
+        from engine.train.first_query import compare_first_queries
 
-        first_query_retrieval(corpus, items, k, rank, queries_from, model, adapter, fmt)
+        progress = StepProgress(fmt is OutputFormat.human)
+        _print_first_queries(compare_first_queries(corpus, items, k, rank, queries_from, model, adapter, progress), k,
+                             fmt)
         return
     rows = []
     for q in items:
@@ -202,6 +203,21 @@ def retrieval_eval_cmd(
     typer.echo(f"questions {scores.questions} (k={k}, mode={mode}, rerank={rerank})"
                + (f"; {scores.skipped} without gold evidence skipped" if scores.skipped else ""))
     typer.echo("   ".join(f"{key} {report[key]:.3f}" for key in ("page_recall", "page_hit", "doc_recall", "doc_hit", "mrr")))
+
+
+def _print_first_queries(report: dict, k: int, fmt: OutputFormat) -> None:
+    if fmt is OutputFormat.json:
+        emit_json(report)
+        return
+    results, paired = report["systems"], report["paired"]
+    for r in results:
+        typer.echo(f"{r['system']}: questions {r['questions']} (k={k}, mode={r['mode']}; {r['without_query']} with no "
+                   f"first query, {r['query_errors']} with a malformed one, counted as misses)")
+        typer.echo(f"  page_hit {r['page_hit']:.3f} [{r['page_hit_ci'][0]:.3f}, {r['page_hit_ci'][1]:.3f}]   "
+                   + "   ".join(f"{key} {r[key]:.3f}" for key in ("page_recall", "doc_hit", "mrr")))
+    if paired:
+        typer.echo(f"paired page hits: only first {paired['only_first']} · only second {paired['only_second']} · "
+                   f"McNemar exact p = {paired['mcnemar_p']:.3g}")
 
 
 def register(app: typer.Typer) -> None:

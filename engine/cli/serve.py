@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.chat import ModelOpt
-from engine.cli.options import DtypeOpt, QuantizationOpt
+from engine.cli.options import DtypeOpt, ModelOpt, QuantizationOpt
 
 __all__ = ["register"]
 

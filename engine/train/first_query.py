@@ -20,7 +20,7 @@ from engine.agents.protocol import SearchCall, parse_tool_call
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question
 
-__all__ = ["FirstQuery", "generate_first_queries", "score_queries", "first_queries_of_run"]
+__all__ = ["FirstQuery", "generate_first_queries", "score_queries", "first_queries_of_run", "compare_first_queries"]
 
 
 @dataclass(slots=True)
@@ -103,3 +103,73 @@ def first_queries_of_run(run: Path) -> tuple[dict[str, str | None], str]:
                 break
         queries[str(obj.get("id"))] = first
     return queries, mode
+
+
+def compare_first_queries(corpus: Path, items: list[Question], k: int, rank, queries_from: Path | None,
+                          model: str | None, adapter: Path | None,
+                          progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Retrieval quality of agents' first queries (`dossier retrieval-eval --queries-from/--model`).
+
+    Args:
+        corpus: the corpus store.
+        items: the gold questions.
+        k: pages per search.
+        rank: rank(query, k, documents, mode, ...) -> hits, the searcher the agents' tool uses.
+        queries_from: a run directory whose episodes' first queries are scored.
+        model: a model that writes a first query per question (and `adapter` on top of it: both scored).
+        progress: called as progress(label, done, total) while a model writes queries.
+
+    Returns:
+        {"systems": [one row per query source: the retrieval metrics, page-hit Wilson interval, misses],
+         "paired": McNemar's exact test on page hits when two systems are compared, else None}.
+    """
+    from engine.eval.metrics.retrieval import aggregate
+    from engine.eval.stats import mcnemar_exact, wilson_interval
+    from tools.errors import DossierError
+
+    systems: list[tuple[str, dict, str]] = []  # (label, {question id: query}, search mode)
+    if queries_from is not None:
+        queries, mode = first_queries_of_run(queries_from)
+        systems.append((f"first queries of {queries_from}", queries, mode))
+    if model is not None:
+        from engine.core.config import EngineConfig
+        from engine.core.llm_engine import Engine
+        from tools.corpus import CorpusStore
+
+        settings = AgentSettings(k=k)
+        documents = [d.id for d in CorpusStore(corpus).documents()]
+        for lora in ([None, adapter] if adapter is not None else [None]):
+            label = f"{model} + {lora}" if lora else model
+            engine = Engine.from_pretrained(model, EngineConfig(kv_cache_gib=1.0, lora=str(lora) if lora else None))
+            generated = generate_first_queries(engine, settings, items, documents,
+                                               lambda done, total, label=label: progress and progress(label, done, total))
+            systems.append((label, {qid: query for qid, (query, _raw) in generated.items()}, settings.search_mode))
+            del engine
+    elif adapter is not None:
+        raise DossierError("--adapter needs --model (the base model the adapter was trained on)")
+    results = []
+    for label, queries, mode in systems:
+        rows, query_errors = [], 0
+        for q in items:
+            query = queries.get(q.id)
+            try:
+                hits = rank(query, k, None, mode, False) if query else []
+            except DossierError:  # a malformed query: the agent's tool would return the error, i.e. no pages
+                hits, query_errors = [], query_errors + 1
+            rows.append((q.id, [(h.document, h.page) for h in hits], [(e.document, e.page) for e in q.evidence]))
+        scores = aggregate(rows)
+        hits_n = sum(int(r["page_hit"]) for r in scores.per_question)
+        low, high = wilson_interval(hits_n, scores.questions)
+        results.append({"system": label, "mode": mode, **scores.to_json(k),
+                        "page_hit_ci": [round(low, 4), round(high, 4)],
+                        "without_query": sum(1 for q in items if q.evidence and not queries.get(q.id)),
+                        "query_errors": query_errors,
+                        "per_question": {r["id"]: r["page_hit"] for r in scores.per_question},
+                        "queries": {q.id: queries.get(q.id) for q in items}})
+    paired = None
+    if len(results) == 2:
+        a, b = results[0]["per_question"], results[1]["per_question"]
+        only_a = sum(1 for i in a if a[i] and not b.get(i))
+        only_b = sum(1 for i in b if b[i] and not a.get(i))
+        paired = {"only_first": only_a, "only_second": only_b, "mcnemar_p": mcnemar_exact(only_a, only_b)}
+    return {"systems": results, "paired": paired}
