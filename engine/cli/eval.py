@@ -198,7 +198,7 @@ def compare(
     """
     from engine.eval.compare import VERDICTS, compare_items, load_system, system_name
     from engine.eval.analyses.human import profile, profile_table
-    from engine.eval.reports.markdown import ci_text
+    from engine.eval.reports.numbers import ci_text
     from tools.errors import DossierError
 
     if verdict not in VERDICTS:
@@ -321,7 +321,7 @@ def calibrate_judge(
         use: dossier eval RUN --judge MODEL --q1 0.98 --q0 1 --judge-m1 152 --judge-m0 48
     """
     from engine.eval.calibration import calibrate_judge as calibrate, load_judge_labels
-    from engine.eval.reports.markdown import ci_text
+    from engine.eval.reports.numbers import ci_text
 
     pairs, errors = load_judge_labels(labels)
     result = {**calibrate(pairs), "skipped_lines": [str(e) for e in errors]}

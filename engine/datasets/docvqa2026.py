@@ -28,7 +28,7 @@ import io
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.datasets.formats import LineError, Question
+from engine.datasets.formats import LineError, Question, iter_json_records
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["import_docvqa2026", "answer_variants"]
@@ -102,9 +102,7 @@ def _records(source: Path, errors: list[LineError]) -> Iterator[tuple[int, objec
                 number += 1
                 yield number, record
         return
-    from engine.datasets.importers import read_records
-
-    for where, record in read_records(source, errors):
+    for where, record in iter_json_records(source, errors):
         yield int(where.split()[-1]), record
 
 

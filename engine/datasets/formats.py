@@ -24,6 +24,7 @@ __all__ = [
     "Prediction",
     "LineError",
     "iter_jsonl",
+    "iter_json_records",
     "load_questions",
     "load_predictions",
     "write_jsonl",
@@ -216,6 +217,24 @@ def iter_jsonl(path: str | Path, errors: list[LineError]) -> Iterator[tuple[int,
                 yield number, json.loads(line)
             except json.JSONDecodeError as err:
                 errors.append(LineError(str(path), number, f"not valid JSON ({err.msg} at column {err.colno})"))
+
+
+def iter_json_records(path: Path, errors: list[LineError]) -> Iterator[tuple[str, object]]:
+    """(location, object) for each record of a JSONL file or a JSON list file ("line N" / "item N")."""
+    if not path.is_file():
+        raise DossierError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as fh:
+        head = fh.read(4096).lstrip()
+    if head.startswith("["):
+        try:
+            items = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise DossierError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        for number, item in enumerate(items, start=1):
+            yield f"item {number}", item
+    else:
+        for number, obj in iter_jsonl(path, errors):
+            yield f"line {number}", obj
 
 
 def _load(path: str | Path, parse) -> tuple[list, list[LineError]]:

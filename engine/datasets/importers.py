@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from engine.datasets.formats import Evidence, LineError, Question, iter_jsonl, parse_page
+from engine.datasets.formats import Evidence, LineError, Question, iter_json_records, parse_page
 from tools.errors import DossierError
 
 __all__ = ["IMPORTERS", "KINDS", "import_questions"]
@@ -29,24 +29,6 @@ __all__ = ["IMPORTERS", "KINDS", "import_questions"]
 def _stem(name: object) -> str:
     text = str(name).strip()
     return text[:-4] if text.lower().endswith(".pdf") else text
-
-
-def read_records(path: Path, errors: list[LineError]) -> Iterator[tuple[str, object]]:
-    """(location, object) for a JSONL file or a JSON list file."""
-    if not path.is_file():
-        raise DossierError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as fh:
-        head = fh.read(4096).lstrip()
-    if head.startswith("["):
-        try:
-            items = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise DossierError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
-        for number, item in enumerate(items, start=1):
-            yield f"item {number}", item
-    else:
-        for number, obj in iter_jsonl(path, errors):
-            yield f"line {number}", obj
 
 
 def _madqa(obj: object, where: str) -> Question:
@@ -166,7 +148,7 @@ def import_questions(kind: str, source: str | Path) -> tuple[list[Question], lis
     errors: list[LineError] = []
     questions: list[Question] = []
     seen: set[str] = set()
-    for number, (where, obj) in enumerate(read_records(source, errors), start=1):
+    for number, (where, obj) in enumerate(iter_json_records(source, errors), start=1):
         location = f"{source}:{where}"
         try:
             if kind == "mmlongbench":

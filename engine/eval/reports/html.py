@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from html import escape
 
-from engine.eval.reports.markdown import breakdown_rows, headline_rows, num, pct, stage_rows, taxonomy_rows
+from engine.eval.reports.markdown import breakdown_rows, headline_rows, stage_rows, taxonomy_rows
+from engine.eval.reports.numbers import num, pct
 from engine.eval.reports.svg import bar_chart, line_chart
 
 __all__ = ["render_html", "PLOT_IDS"]

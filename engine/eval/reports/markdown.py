@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows", "pct", "ci_text", "num"]
+from engine.eval.reports.numbers import ci_text, num, pct
+
+__all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows"]
 
 TAXONOMY_LABELS = {
     "correct": "correct",
@@ -12,21 +14,6 @@ TAXONOMY_LABELS = {
     "refusal": "refusal / no answer",
     "unclassified": "unclassified (no gold evidence)",
 }
-
-
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
-
-
-def num(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
-def ci_text(ci, as_percent: bool = True, digits: int = 2) -> str:
-    if not ci:
-        return "—"
-    low, high = ci
-    return f"[{100 * low:.1f}, {100 * high:.1f}]" if as_percent else f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def headline_rows(report: dict) -> list[tuple[str, str, str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.eval.reports.markdown import ci_text, num, pct
+from engine.eval.reports.numbers import ci_text, num, pct
 
 __all__ = ["qguide_lines", "qguide_markdown", "qguide_html"]
 

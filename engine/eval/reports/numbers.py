@@ -1,0 +1,20 @@
+"""How every report writes a number: percentages, fixed digits and confidence intervals ("—" when absent)."""
+
+from __future__ import annotations
+
+__all__ = ["pct", "num", "ci_text"]
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def num(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def ci_text(ci, as_percent: bool = True, digits: int = 2) -> str:
+    if not ci:
+        return "—"
+    low, high = ci
+    return f"[{100 * low:.1f}, {100 * high:.1f}]" if as_percent else f"[{low:.{digits}f}, {high:.{digits}f}]"
