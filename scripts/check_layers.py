@@ -14,6 +14,14 @@ Layers, lowest first (a module may import its own layer and any lower one):
     5  engine.cli
     -  benchmarks/              may import anything; only engine.cli may import it
 
+Within those layers three more rules:
+    - the CLI's command modules do not import each other: what several commands share lives in
+      engine.cli.options (engine.cli.main, which lists the modules, imports them all);
+    - engine.agents imports neither engine.train, engine.studio nor engine.distributed (those
+      build on agents, never the other way);
+    - no import circles: modules that import each other, directly or around a longer loop
+      (each circle is printed once, as the path of imports that closes it).
+
 Every import statement is read from the source (ast), including imports inside functions,
 `importlib.import_module("...")` calls with a literal name, and relative imports. Tests and
 scripts are not checked.
@@ -31,6 +39,9 @@ from pathlib import Path
 
 PACKAGES = ("kernels", "tools", "models", "engine", "benchmarks")
 ANYONE_MAY_IMPORT = ("tools.errors", "tools.progress")
+CLI_SHARED = ("engine.cli.options",)  # what every CLI module may import from the CLI
+CLI_ENTRY = ("engine.cli.main", "engine.cli")  # the entry point that lists every command module
+AGENTS_MAY_NOT_IMPORT = ("engine.train", "engine.studio", "engine.distributed")
 
 
 @dataclass(frozen=True)
@@ -107,20 +118,119 @@ def rule_broken(importer: str, imported: str) -> str | None:
         return f"{group_from} (layer {rank_from}) may not import {group_to} (layer {rank_to}, higher)"
     if rank_to == rank_from == 1 and group_from != group_to:
         return f"{group_from} and {group_to} sit side by side and may not import each other (tools.errors excepted)"
+    if group_from == group_to == "engine.cli" and importer not in CLI_ENTRY and imported not in (*CLI_SHARED, "engine.cli"):
+        return "CLI modules may not import each other: move what they share to engine/cli/options.py"
+    if group_from == "engine.agents" and any(_within(imported, m) for m in AGENTS_MAY_NOT_IMPORT):
+        return f"agents may not import {group_to}: it builds on agents; move what agents need into engine/agents/"
     return None
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def check(root: Path) -> list[Violation]:
     violations: list[Violation] = []
+    graph: dict[str, dict[str, int]] = {}  # module -> {module it imports: line}
+    paths: dict[str, str] = {}
     for top in PACKAGES:
         for path in sorted((root / top).rglob("*.py")):
             module = module_name(root, path)
+            paths[module] = str(path.relative_to(root))
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            edges = graph.setdefault(module, {})
             for line, imported in imports_of(tree, module, path.name == "__init__.py"):
+                edges.setdefault(imported, line)
                 why = rule_broken(module, imported)
                 if why:
-                    violations.append(Violation(str(path.relative_to(root)), line, module, imported, why))
-    return violations
+                    violations.append(Violation(paths[module], line, module, imported, why))
+    return violations + circles(graph, paths)
+
+
+def circles(graph: dict[str, dict[str, int]], paths: dict[str, str]) -> list[Violation]:
+    """One violation per import circle (a strongly connected set of modules), at one import closing it.
+
+    `from a.b import c` counts as importing a.b.c when that is a module, else a.b; a module's
+    import of its own package (its __init__) is not an edge, since Python runs that first anyway.
+    """
+    edges: dict[str, list[str]] = {}
+    for module, imported in graph.items():
+        targets = []
+        for name in imported:
+            if name not in graph:
+                name = name.rpartition(".")[0] if name.rpartition(".")[0] in graph else None
+            if name and name != module and not module.startswith(name + "."):
+                targets.append(name)
+        edges[module] = sorted(set(targets))
+    found = []
+    for component in _components(edges):
+        members = set(component)
+        start = min(component)
+        cycle = _cycle_from(start, edges, members)
+        arrows = " -> ".join([*cycle, cycle[0]])
+        last, first = cycle[-1], cycle[0]
+        line = next(line for name, line in graph[last].items()
+                    if name == first or name.rpartition(".")[0] == first)
+        found.append(Violation(paths[last], line, last, first, f"import circle: {arrows}; move what they share into "
+                               "a module both import, or let one of them stop importing the other"))
+    return found
+
+
+def _components(edges: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index, low, on_stack, stack, result, counter = {}, {}, set(), [], [], 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges.get(child, []))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    result.append(sorted(component))
+    return sorted(result)
+
+
+def _cycle_from(start: str, edges: dict[str, list[str]], members: set[str]) -> list[str]:
+    """A shortest path of imports from `start` back to itself, inside one component."""
+    previous = {start: None}
+    queue = [start]
+    for node in queue:
+        for child in edges[node]:
+            if child == start:
+                path = [node]
+                while previous[path[-1]] is not None:
+                    path.append(previous[path[-1]])
+                return path[::-1]
+            if child in members and child not in previous:
+                previous[child] = node
+                queue.append(child)
+    raise AssertionError(f"{start} is in a component but on no cycle")
 
 
 def main(argv: list[str]) -> int:

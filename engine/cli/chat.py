@@ -14,8 +14,8 @@ import typer
 
 from engine.cli.options import DtypeOpt, ModelOpt, QuantizationOpt
 
-
 __all__ = ["register"]
+
 
 def chat(
     model: ModelOpt = "default",
