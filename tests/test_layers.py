@@ -39,7 +39,7 @@ def test_the_repository_imports_go_one_way():
     ("engine.cli.search", "engine.cli.train", False),  # CLI modules share through options only
     ("engine.cli.bench", "engine.cli.options", True),
     ("engine.cli.main", "engine.cli.run", True),  # the entry point lists the command modules
-    ("engine.agents.episode", "engine.train.stop_rule", False),  # agents build on nothing of train/studio/Ray
+    ("engine.agents.bm25", "engine.train.stop_rule", False),  # agents build on nothing of train/studio/Ray
     ("engine.agents.runner", "engine.studio.annotator", False),
     ("engine.agents.launch", "engine.distributed", False),
     ("engine.train.silver", "engine.agents.run_dir", True),

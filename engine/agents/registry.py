@@ -32,13 +32,13 @@ class AgentSpec:
 
 _REGISTERED = (
     AgentSpec("bm25", "MADQA's BM25 agent: search or answer each turn, answer forced on turn T",
-              "engine.agents.episode:Episode"),
+              "engine.agents.bm25:Episode"),
     AgentSpec("rag", "one retrieval with the question as free text, then a forced answer",
-              "engine.agents.episode:Episode"),
+              "engine.agents.bm25:Episode"),
     AgentSpec("oracle", "the gold evidence pages given directly, then a forced answer (no retrieval)",
-              "engine.agents.episode:Episode"),
+              "engine.agents.bm25:Episode"),
     AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
-              "engine.agents.episode:Episode", needs_corpus=False),
+              "engine.agents.bm25:Episode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
               "normalised records, a program run in the sandbox", "engine.agents.workflow.episode:WorkflowEpisode"),
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.agents.episode import Episode
+from engine.agents.bm25 import Episode
 from engine.agents.protocol import SearchCall, parse_tool_call
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from engine.agents.actions import Done, ToolJob
-from engine.agents.episode import Episode
+from engine.agents.bm25 import Episode
 from engine.agents.settings import AgentSettings
 from engine.train.records import SOURCES, TrajectoryRecord
 

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from engine.agents.actions import ToolJob, Turn
-from engine.agents.episode import Episode
+from engine.agents.bm25 import Episode
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question
 from tools.errors import DossierError

@@ -6,7 +6,7 @@ import pytest
 
 from engine.agents.backend import ScriptedBackend
 from engine.agents.env import AgentEnv
-from engine.agents.episode import NO_ANSWER
+from engine.agents.bm25 import NO_ANSWER
 from engine.agents.runner import RolloutRunner
 from engine.agents.settings import AgentSettings
 from engine.datasets import load_predictions

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.agents.actions import Done, Turn
-from engine.agents.episode import Episode
+from engine.agents.bm25 import Episode
 from engine.agents.protocol import tool_call_schema
 from engine.agents.workflow.prompts import EXTRACT_SYSTEM, extract_user, record_request, retry_note
 from engine.agents.workflow.records import normalise, parse_record, record_schema
