@@ -1,5 +1,13 @@
 """The OpenAI-compatible HTTP app: routes, request validation and errors in OpenAI's shape.
 
+Request bodies must be `Content-Type: application/json` (415 otherwise: a page on another site
+can send `text/plain` without asking the browser first). Before a body is parsed, its JSON
+values are counted from its commas and brackets (a byte count, milliseconds for the largest
+body) and a body with more than 16 per message allowed plus 2 per context token is refused: parsing holds the interpreter,
+so a 30 MB body of empty messages would stall every other request for a second. Parsing and
+validation then run off the event loop; deep nesting is a 400, more than `max_messages`
+messages a 413, before the typed model sees them.
+
 Routes (vLLM's): `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
 `GET /health`; ours: `GET /stats` (engine counters: KV blocks, cache hits, phases) and
 `DELETE /v1/sessions/{session_id}` (close a pinned conversation). Every error is JSON
@@ -39,7 +47,6 @@ def build_app(backend: ServingBackend, config: ServeConfig):
         from fastapi import FastAPI, Request
         from fastapi.exceptions import RequestValidationError
         from fastapi.responses import JSONResponse
-        from pydantic import ValidationError
         from starlette.exceptions import HTTPException  # routing's 404/405 (FastAPI's own is a subclass)
     except ImportError:
         raise missing_dependency("fastapi/uvicorn (for dossier serve)", "pip install 'dossier[serve]'") from None
@@ -50,6 +57,7 @@ def build_app(backend: ServingBackend, config: ServeConfig):
     state = ServerState(config, backend, ReplyMemory(config.reply_memory), backend.max_context, time.time())
     app = FastAPI(title="dossier serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.serve = state
+    value_budget = 16 * config.max_messages + 2 * state.context  # JSON values a body may hold (a prompt of token ids)
 
     @app.exception_handler(ApiError)
     async def _api_error(_request, err: ApiError):
@@ -73,17 +81,19 @@ def build_app(backend: ServingBackend, config: ServeConfig):
         return JSONResponse(ApiError(500, f"internal error: {type(err).__name__}: {err}").body(), status_code=500)
 
     async def parse(request: Request, model):
+        content_type = request.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            raise ApiError(415, f"the request body must be sent as 'Content-Type: application/json' "
+                                f"(got {content_type[:60]!r})")
         raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ApiError(400, f"the request body is not valid JSON ({err})") from None
-        if not isinstance(body, dict):
-            raise ApiError(400, "the request body must be a JSON object")
-        try:
-            parsed = model.model_validate(body)
-        except ValidationError as err:
-            raise _invalid(err.errors()) from None
+        values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+        if values > value_budget:
+            raise ApiError(413, f"the request holds about {values} JSON values, over this server's limit of "
+                                f"{value_budget} (it takes at most {config.max_messages} messages and "
+                                f"{state.context} tokens); send a shorter conversation")
+        from starlette.concurrency import run_in_threadpool
+
+        parsed = await run_in_threadpool(_validate, raw, model, config.max_messages)
         if parsed.model not in config.served_model_names:
             raise ApiError(404, f"the model {parsed.model!r} does not exist; this server serves "
                                 f"{', '.join(repr(n) for n in config.served_model_names)}", "model", "not_found_error")
@@ -126,7 +136,31 @@ def build_app(backend: ServingBackend, config: ServeConfig):
             raise ApiError(404, f"no pinned session {session_id[:100]!r}", "session_id")
         return {"id": session_id, "object": "session", "deleted": True}
 
-    return Guard(app, config.api_key, config.max_request_bytes)
+    return Guard(app, config.api_key, config.max_request_bytes, config.allowed_origins)
+
+
+def _validate(raw: bytes, model, max_messages: int):
+    """The typed request a JSON body holds (blocking: run it off the event loop); ApiError for a bad body."""
+    from pydantic import ValidationError
+
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply to be a chat request") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ApiError(400, f"the request body is not valid JSON ({err})") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    messages = body.get("messages")
+    if isinstance(messages, list) and len(messages) > max_messages:
+        raise ApiError(413, f"the request has {len(messages)} messages, over this server's limit of {max_messages}; "
+                            "send a shorter conversation", "messages")
+    try:
+        return model.model_validate(body)
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply to be a chat request") from None
+    except ValidationError as err:
+        raise _invalid(err.errors()) from None
 
 
 def _invalid(errors: list[dict]) -> ApiError:

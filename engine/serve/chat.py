@@ -58,7 +58,8 @@ def plan_chat(request: ChatCompletionRequest, state) -> ChatPlan:
                 raise ApiError(400, "response_format json_schema needs json_schema.schema (a JSON schema object)",
                                "response_format")
             structure["json_schema"] = schema
-    limits = ImageLimits(state.config.max_image_bytes, state.config.max_image_pixels, state.config.max_images_per_request)
+    limits = ImageLimits(state.config.max_image_bytes, state.config.max_image_pixels,
+                         state.config.max_images_per_request, state.config.max_request_pixels)
     prompt = render_chat(state.backend.processor, request.messages, tools_system_block(tools) if tools else None,
                          state.memory, limits)
     max_tokens = request.max_completion_tokens or request.max_tokens

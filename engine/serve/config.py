@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.web.guard import check_exposure
+from engine.web.guard import check_exposure, normal_origin
 from tools.errors import DossierError
 
 __all__ = ["ServeConfig"]
@@ -32,6 +32,14 @@ class ServeConfig:
     max_image_pixels: int = 40_000_000
     # Most images one request may carry.
     max_images_per_request: int = 64
+    # Pixels all of one request's images may declare together (checked from their headers before any is decoded;
+    # a decoded pixel costs 3 bytes, so this bounds a request's images at about 200 MB).
+    max_request_pixels: int = 64_000_000
+    # Most messages one chat request may carry (413 beyond it, before the messages are validated).
+    max_messages: int = 4096
+    # Web origins (scheme://host[:port]) whose pages may call the server from a browser; any other
+    # Origin header is refused with 403 (a page elsewhere must not drive a server on this machine).
+    allowed_origins: tuple[str, ...] = ()
     # Conversations pinned with a `session_id` kept at once; the least recently used is closed beyond it.
     max_pinned_sessions: int = 256
     # Assistant replies remembered as the exact tokens generated, so a re-sent history hits the cache.
@@ -50,6 +58,10 @@ class ServeConfig:
         if not self.served_model_names or not all(n.strip() for n in self.served_model_names):
             raise DossierError("give at least one non-empty served model name")
         for name in ("max_request_bytes", "max_image_bytes", "max_image_pixels", "max_images_per_request",
-                     "max_pinned_sessions", "reply_memory"):
+                     "max_request_pixels", "max_messages", "max_pinned_sessions", "reply_memory"):
             if getattr(self, name) < 1:
                 raise DossierError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        self.allowed_origins = tuple(self.allowed_origins)
+        for origin in self.allowed_origins:
+            if normal_origin(origin) is None:
+                raise DossierError(f"allowed origin {origin!r} is not scheme://host[:port], e.g. https://app.example.com")

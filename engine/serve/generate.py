@@ -1,6 +1,7 @@
 """What chat and text completions share: sampling from a request, waiting for a result, streaming text.
 
-- `sampling_for` turns the OpenAI parameters into `SamplingParams` and checks the context:
+- `sampling_for` turns the OpenAI parameters into `SamplingParams` (a temperature under
+  `GREEDY_BELOW` is greedy) and checks the context:
   a prompt plus `max_tokens` beyond the model's context (or the KV pool) is a 400 that
   says both numbers, as vLLM does; without `max_tokens` the reply may use the rest.
 - `wait_finished` waits for a non-streamed result, cancelling it when the client goes away.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 
 from engine.core.sampling_params import SamplingParams
 from engine.serve.backend import Finished, Generation
@@ -23,6 +25,9 @@ __all__ = ["TextDeltas", "sampling_for", "sse", "usage", "wait_finished", "FINIS
 # engine finish reason -> OpenAI finish_reason
 FINISH_REASONS = {"stop": "stop", "stop_string": "stop", "length": "length", "cancelled": "abort", "error": "error"}
 MAX_STOP_STRINGS = 16
+# A temperature below this samples as greedy decoding (vLLM's epsilon): dividing float32 logits by
+# 1e-40 gives inf, and the NaN probabilities would fail the engine step every request shares.
+GREEDY_BELOW = 1e-5
 
 
 def sampling_for(request, max_tokens: int | None, prompt_tokens: int, context: int, **structure) -> SamplingParams:
@@ -49,9 +54,12 @@ def sampling_for(request, max_tokens: int | None, prompt_tokens: int, context: i
         raise ApiError(400, f"stop takes 1-{MAX_STOP_STRINGS} non-empty strings (got {stop!r:.200})", "stop")
     if request.min_tokens > max_tokens:
         raise ApiError(400, f"min_tokens ({request.min_tokens}) exceeds max_tokens ({max_tokens})", "min_tokens")
+    temperature = 1.0 if request.temperature is None else request.temperature
+    if not math.isfinite(temperature) or not math.isfinite(request.top_p if request.top_p is not None else 1.0):
+        raise ApiError(400, "temperature and top_p must be finite numbers", "temperature")
     try:
         return SamplingParams(
-            temperature=1.0 if request.temperature is None else request.temperature,
+            temperature=0.0 if temperature < GREEDY_BELOW else temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
             top_k=max(0, request.top_k or 0), seed=request.seed, max_new_tokens=max_tokens,
             min_new_tokens=request.min_tokens, stop=stop, ignore_eos=request.ignore_eos, **structure,

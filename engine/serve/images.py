@@ -14,13 +14,20 @@ import re
 
 from engine.serve.protocol import ApiError
 
-__all__ = ["decode_image_url"]
+__all__ = ["decode_image_url", "finish_image", "open_image_url"]
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[\w.+-]+=[\w.+-]+)*)(?P<b64>;base64)?,", re.I)
 
 
 def decode_image_url(url: str, where: str, max_bytes: int, max_pixels: int):
-    """The PIL image (RGB) a data URL holds.
+    """The PIL image (RGB) a data URL holds: `open_image_url` then `finish_image`."""
+    return finish_image(open_image_url(url, where, max_bytes, max_pixels), where)
+
+
+def open_image_url(url: str, where: str, max_bytes: int, max_pixels: int):
+    """The PIL image a data URL holds, opened but not decoded (Pillow has read only its header).
+
+    Its `size` is what the file declares; a request checks the sum over its images before any is decoded.
 
     Args:
         url: `data:image/png;base64,....` (any image format Pillow reads).
@@ -53,12 +60,20 @@ def decode_image_url(url: str, where: str, max_bytes: int, max_pixels: int):
     try:
         image = Image.open(io.BytesIO(data))
         width, height = image.size
-        if width * height > max_pixels:
-            raise ApiError(413, f"{where}: the image is {width}x{height} = {width * height} pixels, over the limit of "
-                                f"{max_pixels}; send a smaller image", where)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+        raise ApiError(400, f"{where}: the data is not a readable image ({type(err).__name__}: {err})", where) from None
+    if width * height > max_pixels:
+        raise ApiError(413, f"{where}: the image is {width}x{height} = {width * height} pixels, over the limit of "
+                            f"{max_pixels}; send a smaller image", where)
+    return image
+
+
+def finish_image(image, where: str):
+    """Decode an image from `open_image_url` to RGB; ApiError(400) naming `where` when its data is broken."""
+    from PIL import Image
+
+    try:
         image.load()
         return image.convert("RGB")
-    except ApiError:
-        raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
         raise ApiError(400, f"{where}: the data is not a readable image ({type(err).__name__}: {err})", where) from None

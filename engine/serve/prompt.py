@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from engine.serve.images import decode_image_url
+from engine.serve.images import finish_image, open_image_url
 from engine.serve.protocol import ApiError, ChatMessage
 from engine.serve.tool_calls import render_tool_calls
 from models.base import MultimodalItem, Segment
@@ -115,6 +115,7 @@ class ImageLimits:
     max_bytes: int  # largest decoded image
     max_pixels: int  # largest width x height
     max_count: int  # most images per request
+    max_total_pixels: int | None = None  # most width x height of all a request's images together (None: no sum limit)
 
 
 def render_chat(processor, messages: list[ChatMessage], tools_block: str | None, memory: ReplyMemory | None,
@@ -138,8 +139,8 @@ def render_chat(processor, messages: list[ChatMessage], tools_block: str | None,
             messages[0] = ChatMessage(role="system", content=_text_of(head, 0) + tools_block)
         else:
             messages.insert(0, ChatMessage(role="system", content=tools_block.lstrip("\n")))
+    images = _request_images(processor, messages, limits)
     prompt = Prompt()
-    images = 0
     generation = processor.generation_prompt().token_ids
     for index, message in enumerate(messages):
         role = "system" if message.role == "developer" else message.role
@@ -158,10 +159,7 @@ def render_chat(processor, messages: list[ChatMessage], tools_block: str | None,
             elif role == "tool":
                 prompt.segments.append(processor.render_message("tool", _text_of(message, index), first=index == 0))
             else:
-                parts, count = _parts(message, index, limits)
-                images += count
-                if images > limits.max_count:
-                    raise ApiError(413, f"the request has more than {limits.max_count} images; send fewer", where)
+                parts = _parts(message, index, images)
                 prompt.segments.append(processor.render_message(role, parts, first=index == 0))
         except DossierError as err:
             raise ApiError(400, f"{where} ({message.role}): {err}", where) from None
@@ -184,15 +182,48 @@ def _text_of(message: ChatMessage, index: int) -> str:
     return "".join(texts)
 
 
-def _parts(message: ChatMessage, index: int, limits: ImageLimits) -> tuple[str | list, int]:
-    """A user/system message's content as `render_message` takes it (strings and PIL images), and its image count."""
+def _request_images(processor, messages: list[ChatMessage], limits: ImageLimits) -> dict[tuple[int, int], object]:
+    """Every image of the request, decoded, by (message, part) index, after the cheap checks passed for all of them.
+
+    In order, so that a few kilobytes cannot make the server decode gigabytes: a text-only
+    model refuses any image (400); then the count (413); then each image's declared size,
+    alone and summed over the request, from its header (413 naming the image); only then
+    are they decoded.
+    """
+    found = [(i, j, part) for i, message in enumerate(messages) if message.role not in ("assistant", "tool")
+             and isinstance(message.content, list)
+             for j, part in enumerate(message.content) if part.get("type") == "image_url"]
+    if not found:
+        return {}
+    if getattr(processor, "vision", False) is None:  # a template processor without a vision tower
+        index = found[0][0]
+        raise ApiError(400, f"messages[{index}] ({messages[index].role}): this model is text-only; it cannot take "
+                            f"images (the request has {len(found)})", f"messages[{index}]")
+    if len(found) > limits.max_count:
+        index = found[limits.max_count][0]
+        raise ApiError(413, f"the request has more than {limits.max_count} images; send fewer", f"messages[{index}]")
+    opened, total = {}, 0
+    for i, j, part in found:
+        where = f"messages[{i}].content[{j}]"
+        image_url = part.get("image_url")
+        url = image_url.get("url") if isinstance(image_url, dict) else image_url
+        image = open_image_url(url, where, limits.max_bytes, limits.max_pixels)
+        total += image.size[0] * image.size[1]
+        if limits.max_total_pixels is not None and total > limits.max_total_pixels:
+            raise ApiError(413, f"{where}: the request's images come to {total} pixels with this one, over the limit "
+                                f"of {limits.max_total_pixels} per request; send fewer or smaller images", where)
+        opened[(i, j)] = image
+    return {key: finish_image(image, f"messages[{key[0]}].content[{key[1]}]") for key, image in opened.items()}
+
+
+def _parts(message: ChatMessage, index: int, images: dict[tuple[int, int], object]) -> str | list:
+    """A user/system message's content as `render_message` takes it (strings and the request's decoded images)."""
     content = message.content
     if content is None:
-        return "", 0
+        return ""
     if isinstance(content, str):
-        return content, 0
+        return content
     parts: list = []
-    count = 0
     for j, part in enumerate(content):
         where = f"messages[{index}].content[{j}]"
         kind = part.get("type")
@@ -201,11 +232,8 @@ def _parts(message: ChatMessage, index: int, limits: ImageLimits) -> tuple[str |
                 raise ApiError(400, f"{where}: a text part needs a string 'text'", where)
             parts.append(part["text"])
         elif kind == "image_url":
-            image_url = part.get("image_url")
-            url = image_url.get("url") if isinstance(image_url, dict) else image_url
-            parts.append(decode_image_url(url, where, limits.max_bytes, limits.max_pixels))
-            count += 1
+            parts.append(images[(index, j)])
         else:
             raise ApiError(400, f"{where}: content part type {kind!r} is not supported (use 'text' or 'image_url')",
                            where)
-    return parts, count
+    return parts

@@ -88,7 +88,7 @@ class _Sampling(_Lenient):
     top_k: int | None = Field(default=None, ge=-1)  # vLLM extra; -1 or 0 = off
     min_tokens: int = Field(default=0, ge=0)  # vLLM extra
     ignore_eos: bool = False  # vLLM extra
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # a 64-bit signed integer, as torch takes it
     stop: str | list[str] | None = None
     n: int = 1
     stream: bool = False

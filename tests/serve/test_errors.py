@@ -40,14 +40,7 @@ CASES = [
         "type": "object", "properties": {"a": {"type": "string", "minLength": 9, "maxLength": 2}}}}}],
         "tool_choice": "required"}, 400, "tools", "JSON schema"),
     ("tool_choice without tools", {"tool_choice": "required"}, 400, "tool_choice", "needs a non-empty 'tools'"),
-    ("malformed base64 image", {"messages": image_message("data:image/png;base64,@@@")}, 400,
-     "messages[0].content[1]", "base64"),
-    ("not an image", {"messages": image_message("data:image/png;base64," + base64.b64encode(b"hello").decode())},
-     400, "messages[0].content[1]", "not a readable image"),
-    ("remote image URL", {"messages": image_message("https://example.com/page.png")}, 400,
-     "messages[0].content[1]", "does not fetch image URLs"),
     ("image on a text-only model", {"messages": image_message(png(8, 8))}, 400, "messages[0]", "text-only"),
-    ("too many pixels", {"messages": image_message(png(3000, 2000))}, 413, "messages[0].content[1]", "pixels"),
     ("n > 1", {"n": 2}, 400, "n", "one choice per request"),
     ("penalties", {"frequency_penalty": 0.5}, 400, "frequency_penalty", "not supported"),
     ("no messages", {"messages": []}, 400, "messages", "at least 1"),
@@ -55,6 +48,27 @@ CASES = [
     ("temperature out of range", {"temperature": 7}, 400, "temperature", "less than or equal to 2"),
     ("min_tokens over max_tokens", {"min_tokens": 9}, 400, "min_tokens", "exceeds max_tokens"),
 ]
+
+
+# Bad images reach their own checks only on a vision model (a text-only one refuses any image first).
+IMAGE_CASES = [
+    ("malformed base64 image", {"messages": image_message("data:image/png;base64,@@@")}, 400,
+     "messages[0].content[1]", "base64"),
+    ("not an image", {"messages": image_message("data:image/png;base64," + base64.b64encode(b"hello").decode())},
+     400, "messages[0].content[1]", "not a readable image"),
+    ("remote image URL", {"messages": image_message("https://example.com/page.png")}, 400,
+     "messages[0].content[1]", "does not fetch image URLs"),
+    ("too many pixels", {"messages": image_message(png(3000, 2000))}, 413, "messages[0].content[1]", "pixels"),
+]
+
+
+@pytest.mark.parametrize("name,change,status,param,text", IMAGE_CASES, ids=[c[0] for c in IMAGE_CASES])
+def test_a_bad_image_is_a_clear_4xx(vl_live, name, change, status, param, text):
+    response = httpx2.post(vl_live.url + "/v1/chat/completions", json={**BASE, "model": "tiny-vl", **change}, timeout=60)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert text in error["message"], error
+    assert error["param"] == param and error["code"] == status
 
 
 @pytest.mark.parametrize("name,change,status,param,text", CASES, ids=[c[0] for c in CASES])

@@ -88,3 +88,30 @@ def test_bodies_over_the_limit_announced_streamed_or_malformed():
     assert status == 413 and "over the limit of 10 bytes" in json.loads(body)["error"]
     status, body = call(guard, headers=[host, ("Content-Length", "ten")])
     assert status == 400 and "is not a number" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("host", ["localhost:18431@evil.com", "localhost:evil", "127.0.0.1:80:80", "localhost:99999",
+                                  "[::1]x", "localhost:", ":8000", "127.0.0.1 :8000", "localhost:1/x"])
+def test_finding12_host_headers_are_parsed_strictly(host):
+    assert host_name(host) is None
+    status, body = call(Guard(_echo, None, 100), headers=[("Host", host)])
+    assert status == 400 and "is not this machine" in json.loads(body)["error"]
+
+
+def test_finding12_well_formed_hosts_still_pass():
+    for host in ("localhost:18431", "127.0.0.1", "[::1]:65535", "127.3.2.1:1"):
+        assert call(Guard(_echo, None, 100), headers=[("Host", host)]) == (200, b"hi"), host
+
+
+def test_finding9_a_foreign_origin_is_refused_unless_allowed():
+    guard = Guard(_echo, None, 100, allowed_origins=("https://app.example",))
+    same = [("Host", "127.0.0.1:8000"), ("Origin", "http://127.0.0.1:8000")]
+    assert call(guard, headers=same) == (200, b"hi")
+    assert call(guard, headers=[("Host", "127.0.0.1:8000"), ("Origin", "https://APP.example:443")]) == (200, b"hi")
+    for origin in ("https://evil.example", "null", "http://127.0.0.1:9000", "http://localhost:8000"):
+        status, body = call(guard, headers=[("Host", "127.0.0.1:8000"), ("Origin", origin)])
+        assert status == 403 and "not allowed" in json.loads(body)["error"], origin
+    keyed = Guard(_echo, "s3cret-token", 100)  # a secret does not make a foreign page welcome
+    status, _ = call(keyed, headers=[("Authorization", "Bearer s3cret-token"), ("Host", "a.example"),
+                                     ("Origin", "https://evil.example")])
+    assert status == 403
