@@ -1,4 +1,4 @@
-"""One agent episode as a state machine, independent of how the model runs.
+"""MADQA's BM25 agent as an episode state machine, independent of how the model runs.
 
 The runner drives it: `first_turn()` gives the messages to append before the first model
 call; each model output goes to `on_output()`, which returns the next action — a tool
@@ -7,14 +7,10 @@ call), or done. A tool job's result goes to `on_tool_result()`, which returns th
 turn or done. The episode records every step for trajectories.jsonl and builds the
 canonical prediction.
 
-Agents:
-    bm25         MADQA's BM25 agent: search or answer each turn, forced to answer on turn T; with
-                 loop="guided" a repeated query is answered with what it returned before
-                 and a search that found nothing with its words' page counts and a shorter query
-                 that matches; loop="madqa" is MADQA's loop exactly
-    rag          one retrieval with the question as free text, then a forced answer
-    oracle       the gold evidence pages given directly, then a forced answer (no retrieval)
-    closed-book  the question alone, then a forced answer (guessability)
+Each turn the model searches or answers, and it must answer on turn T. With loop="guided" a
+repeated query is answered with what it returned before and a search that found nothing with
+its words' page counts and a shorter query that matches; loop="madqa" is MADQA's loop exactly.
+The one-shot baselines (rag, oracle, closed-book) are small subclasses in `baselines.py`.
 """
 
 from __future__ import annotations
@@ -59,6 +55,11 @@ class Episode:
     # guided loop: normalised query -> (step, pages it returned, error), to answer a repeat without re-running it
     _searched: dict[str, tuple[int, list[tuple[str, int]], str | None]] = field(default_factory=dict)
 
+    retries_malformed = True  # a malformed call is answered with its error and the episode goes on (not a field)
+
+    def _note_first_step(self, record: dict) -> None:
+        """Add what this agent did before its first model call to that call's step record (nothing here)."""
+
     # --- turns -----------------------------------------------------------------------
     @property
     def iterations(self) -> int:
@@ -69,34 +70,13 @@ class Episode:
         return self.settings.max_iterations - self.iterations
 
     def first_turn(self) -> Turn:
-        """System prompt and question (plus pages for rag/oracle)."""
+        """System prompt and question."""
         s, q = self.settings, self.question
-        if s.agent == "bm25":
-            system = s.system_prompt or (prompts.for_images(prompts.SEARCH_AGENT_SYSTEM) if self.images
-                                         else prompts.SEARCH_AGENT_SYSTEM)
-            system = system.replace("{k}", str(s.k))
-            user = prompts.format_question(q.question) + prompts.turn_footer(s.max_iterations)
-            return self._turn([("system", system), ("user", user)], allow_search=s.max_iterations > 1)
-        if s.agent == "closed-book":
-            return self._turn([("system", s.system_prompt or prompts.CLOSED_BOOK_SYSTEM),
-                               ("user", prompts.format_question(q.question))], allow_search=False)
-        if s.agent == "rag":
-            hits, error = self.env.search(q.question, s.k, mode="bag")  # the question as free text
-            self.search_history.append(q.question)
-            self._retrieved = {"query": q.question, "pages": [{"document": h.document, "page": h.page} for h in hits],
-                               "error": error}
-            pages = [(h.document, h.page) for h in hits]
-        else:  # oracle: the gold evidence pages, in gold order
-            pages = [(e.document, e.page) for e in q.evidence]
-        question = prompts.format_question(q.question)
-        if not pages:
-            user = f"(no pages)\n\n{question}"
-        elif self.images:
-            user = prompts.format_hit_images(None, [(d, p, self._image(d, p)) for d, p in pages]) + [f"\n{question}"]
-        else:
-            texts = [(d, p, self.env.page_text(d, p, q.question)) for d, p in pages]
-            user = f"{prompts.format_hits(None, texts)}\n\n{question}"
-        return self._turn([("system", s.system_prompt or prompts.READER_SYSTEM), ("user", user)], allow_search=False)
+        system = s.system_prompt or (prompts.for_images(prompts.SEARCH_AGENT_SYSTEM) if self.images
+                                     else prompts.SEARCH_AGENT_SYSTEM)
+        system = system.replace("{k}", str(s.k))
+        user = prompts.format_question(q.question) + prompts.turn_footer(s.max_iterations)
+        return self._turn([("system", system), ("user", user)], allow_search=s.max_iterations > 1)
 
     @property
     def images(self) -> bool:
@@ -129,8 +109,7 @@ class Episode:
         record = {"step": self.iterations + 1, "input_delta": self._input_delta, "raw_output": raw,
                   "tool_call": None if isinstance(call, Malformed) else call.to_json(), "tool_result": None,
                   "tokens": tokens, "timing": {"model_s": round(model_s, 4), "tool_s": 0.0}}
-        if self.settings.agent == "rag" and not self.steps:
-            record["retrieved"] = self._retrieved
+        self._note_first_step(record)
         self.steps.append(record)
         if isinstance(call, AnswerCall):
             if call.truncated:
@@ -139,7 +118,7 @@ class Episode:
             return self._finish("answered")
         if isinstance(call, Malformed):
             record["tool_result"] = {"error": call.reason}
-            if self.settings.agent != "bm25":
+            if not self.retries_malformed:
                 return self._finish("malformed")
             if self.turns_left <= 0:
                 return self._finish("max_iterations")
@@ -195,7 +174,7 @@ class Episode:
         return self._observation(text)
 
     def _stop_rule_fires(self, record: dict) -> bool:
-        """Ask the learned stop rule (engine/train/stop_rule.py) whether searching on would help; record its verdict."""
+        """Ask the learned stop rule (engine/agents/stop_rule.py) whether searching on would help; record its verdict."""
         from engine.agents.stop_rule import load_stop_rule
 
         fires, probability = load_stop_rule(self.settings.stop_rule).decide(self.steps, self.question.question,
@@ -204,7 +183,7 @@ class Episode:
         return fires
 
     def on_children(self, children) -> Done:
-        raise AssertionError("the BM25-family agents spawn no child episodes")
+        raise AssertionError("the BM25 agent and its baselines spawn no child episodes")
 
     def _finish(self, reason: str) -> Done:
         self.reason = reason

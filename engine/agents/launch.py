@@ -102,10 +102,7 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
         env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
     EngineConfig(**engine_kwargs)  # bad engine options fail before anything loads
     meta = run_metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
-    if agent == "workflow":  # what protected the model-written programs of this run
-        from tools.sandbox import sandbox_guarantees
-
-        meta["sandbox"] = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
+    meta |= agent_spec(agent).meta()  # e.g. the workflow's sandbox guarantees
     check_run_resume(out, meta)
     if placement[0] is not None:
         return placement[3](placement[:3], model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live,
@@ -120,11 +117,7 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
     stats = engine.stats()
     report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
                                   "cpu_threads": stats.get("cpu_threads")}
-    if agent == "workflow":  # per-document extractions share one prompt prefix: how much came from the cache
-        from engine.agents.workflow.report import load_workflow_trajectories, prefix_cache_report, render_with
-
-        report["prefix_cache"] = prefix_cache_report(load_workflow_trajectories(out / "trajectories.jsonl"),
-                                                     render_with(engine.processor))
+    report |= agent_spec(agent).report(out, engine)  # e.g. the workflow's prefix-cache share
     return write_summary(out, report)
 
 

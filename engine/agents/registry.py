@@ -23,26 +23,45 @@ class AgentSpec:
     summary: str  # one line for --help and `dossier version`
     factory: str  # "module:callable" building one episode: callable(question, settings, env)
     needs_corpus: bool = True  # False: runs without --corpus (the env is None)
+    check: str | None = None  # "module:callable(settings)": raises a DossierError for settings this agent cannot run
+    run_meta: str | None = None  # "module:callable() -> dict": fields this agent adds to run.json
+    run_report: str | None = None  # "module:callable(out, engine) -> dict": fields it adds to run_summary.json
 
     def build(self, question, settings, env):
         """One episode of this agent for `question`."""
-        module, _, name = self.factory.partition(":")
-        return getattr(importlib.import_module(module), name)(question, settings, env)
+        return _load(self.factory)(question, settings, env)
+
+    def check_settings(self, settings) -> None:
+        if self.check:
+            _load(self.check)(settings)
+
+    def meta(self) -> dict:
+        return _load(self.run_meta)() if self.run_meta else {}
+
+    def report(self, out, engine) -> dict:
+        return _load(self.run_report)(out, engine) if self.run_report else {}
+
+
+def _load(path: str):
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 _REGISTERED = (
     AgentSpec("bm25", "MADQA's BM25 agent: search or answer each turn, answer forced on turn T",
               "engine.agents.bm25:Episode"),
     AgentSpec("rag", "one retrieval with the question as free text, then a forced answer",
-              "engine.agents.bm25:Episode"),
+              "engine.agents.baselines:RagEpisode"),
     AgentSpec("oracle", "the gold evidence pages given directly, then a forced answer (no retrieval)",
-              "engine.agents.bm25:Episode"),
+              "engine.agents.baselines:OracleEpisode"),
     AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
-              "engine.agents.bm25:Episode", needs_corpus=False),
+              "engine.agents.baselines:ClosedBookEpisode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
-              "normalised records, a program run in the sandbox", "engine.agents.workflow.episode:WorkflowEpisode"),
+              "normalised records, a program run in the sandbox", "engine.agents.workflow.episode:WorkflowEpisode",
+              run_meta="engine.agents.workflow.report:run_meta", run_report="engine.agents.workflow.report:run_report"),
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
-              "long documents in adjudicated chunks", "engine.agents.qguide.agent:build"),
+              "long documents in adjudicated chunks", "engine.agents.qguide.agent:build",
+              check="engine.agents.qguide.config:check_settings"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}

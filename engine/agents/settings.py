@@ -46,7 +46,7 @@ class AgentSettings:
     stop_rule: str | None = None  # a learned stop rule (JSON from `dossier train stop`) that forces the answer when it fires
 
     def __post_init__(self):
-        agent_spec(self.agent)  # a DossierError naming the registered agents when unknown
+        spec = agent_spec(self.agent)  # a DossierError naming the registered agents when unknown
         if self.k < 1:
             raise DossierError(f"k must be at least 1 (got {self.k})")
         if self.max_iterations < 1:
@@ -67,10 +67,7 @@ class AgentSettings:
             raise DossierError(f"extract_iterations must be at least 1 (got {self.extract_iterations})")
         if self.max_new_tokens < 16:
             raise DossierError(f"max_new_tokens must be at least 16 (got {self.max_new_tokens})")
-        if self.agent == "qguide":
-            from engine.agents.qguide.config import check_settings
-
-            check_settings(self)
+        spec.check_settings(self)  # what only this agent's settings must satisfy
 
     def resolved(self, vision: bool) -> AgentSettings:
         """These settings with `observe` decided for a model (`vision`: it takes images)."""

@@ -99,13 +99,12 @@ def run_cmd(
                            observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
                            search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
                            temperature=temperature, extract_iterations=extract_iterations, loop=loop)
-    if agent == "qguide":
-        from engine.agents.qguide.config import parse_sweep
+    from engine.agents.qguide.config import parse_sweep
 
-        if max_rounds is None:
-            max_rounds = max(parse_sweep(max_rounds_sweep), default=3)
-        settings_kwargs.update(max_rounds=max_rounds, gate=gate, tools=tools, chunk_pages=chunk_pages,
-                               chunk_overlap=chunk_overlap, max_rounds_sweep=max_rounds_sweep)
+    if max_rounds is None:  # the qguide options keep their defaults for the other agents
+        max_rounds = max(parse_sweep(max_rounds_sweep), default=3)
+    settings_kwargs.update(max_rounds=max_rounds, gate=gate, tools=tools, chunk_pages=chunk_pages,
+                           chunk_overlap=chunk_overlap, max_rounds_sweep=max_rounds_sweep)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, dtype=dtype, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     if adapter is not None:

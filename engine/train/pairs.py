@@ -1,7 +1,7 @@
 """Supervised pairs for query formulation: (the agent's own prompt at a search turn, a search that worked).
 
 A pair's prompt is exactly what the rollout runner would have fed the model before that turn:
-the episode is replayed through the agent's own state machine (`engine.agents.episode.Episode`)
+the episode is replayed through the agent's own state machine (`engine.agents.bm25.Episode`)
 with the settings the tuned model will run with, so the system prompt, the question, the
 turns-left footers and every earlier observation are rendered by the same code as at run time.
 Earlier searches are re-run against the corpus to rebuild their observations, so pairs after
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from engine.agents.actions import Done, ToolJob
 from engine.agents.bm25 import Episode
+from engine.agents.registry import agent_spec
 from engine.agents.settings import AgentSettings
 from engine.train.records import SOURCES, TrajectoryRecord
 
@@ -131,7 +132,7 @@ def build_pairs(records: list[TrajectoryRecord], settings: AgentSettings, env=No
     from engine.eval.metrics.anls import ANLSScorer
 
     filters = filters or PairFilter()
-    if settings.agent != "bm25":
+    if agent_spec(settings.agent).factory != f"{Episode.__module__}:{Episode.__name__}":  # replayed by that loop
         raise ValueError(f"query pairs are built for the bm25 agent's prompt, not {settings.agent!r}")
     scorer = ANLSScorer()
     pairs: list[QueryPair] = []

@@ -1,7 +1,7 @@
 """The workflow's per-document stage: MADQA's BM25 agent confined to one document, then one record.
 
 A `DocumentEpisode` is a child episode (`Spawn`) of the workflow agent. It is the BM25 agent
-(engine/agents/episode.py) with its search restricted to one document and its citations to that
+(engine/agents/bm25.py) with its search restricted to one document and its citations to that
 document's id; once it answers, the same conversation is asked for the fact as a record
 (workflow_records.record_schema), which Dossier converts to the plan's target unit. Each stage
 that fails (no answer within the turns, a record that does not parse or convert) is retried

@@ -6,7 +6,7 @@ One episode per analytical question, driven by the rollout runner:
             template, fact, target unit, period. Dossier executes the restriction over the
             documents' metadata (`dossier ingest --metadata`, or an imported MuDABench
             question's own rows) and fills the template per selected document.
-  extract   a `Spawn` of one `DocumentEpisode` per selected document (workflow_document.py):
+  extract   a `Spawn` of one `DocumentEpisode` per selected document (document.py):
             the BM25 agent searching only that document, then a record of the fact, converted
             by Dossier to the target unit. All documents run in the same engine steps; their
             prompts share one prefix (system prompt + question), computed once and reused.

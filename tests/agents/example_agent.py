@@ -1,0 +1,30 @@
+"""A tiny agent, the whole of it: it searches the question as free text and cites the top page.
+
+Registered with one line (tests/agents/test_example_agent.py does it for the test):
+    AgentSpec("first-hit", "cites the first search hit", "tests.agents.example_agent:FirstHitEpisode")
+"""
+
+from __future__ import annotations
+
+from engine.agents.actions import Done, ToolJob
+from engine.agents.bm25 import Episode
+from engine.agents.protocol import AnswerCall
+from engine.datasets.formats import Evidence
+
+__all__ = ["FirstHitEpisode"]
+
+
+class FirstHitEpisode(Episode):
+    """No model call: one search, then an answer citing the first hit."""
+
+    def first_turn(self) -> ToolJob:
+        return ToolJob(lambda: self.env.search(self.question.question, 1, mode="bag"))
+
+    def on_tool_result(self, result) -> Done:
+        hits, _error = result
+        pages = [{"document": h.document, "page": h.page} for h in hits]
+        self.search_history.append(self.question.question)
+        self.steps.append({"step": 1, "input_delta": "", "raw_output": "", "tokens": {}, "tool_result": {"pages": pages},
+                           "tool_call": {"name": "search", "arguments": {"query": self.question.question}}})
+        self.answer = AnswerCall(["see the cited page"], [Evidence(h.document, h.page) for h in hits[:1]])
+        return self._finish("answered")
