@@ -5,15 +5,22 @@ a changed file (same source path, new bytes) is re-ingested. Bad files are recor
 per-document errors with a one-line reason and never stop the batch. Extraction runs in
 worker processes; only the parent writes to SQLite, one document per transaction, so a
 kill at any moment leaves whole documents only, and re-running completes the rest.
+
+One ingest at a time per corpus: each holds an exclusive lock on `ingest.lock` in the corpus
+directory (flock: the kernel drops it when the process dies) from planning to its last commit,
+so a second one waits, saying whose pid holds it, and then plans against what the first stored
+(two files with one name: one is stored, the other refused with a reason, never replaced).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +35,7 @@ log = logging.getLogger(__name__)
 
 INLINE_JOBS = 8  # at most this many files are extracted in-process unless workers is set
 INFLIGHT = "ingest-inflight.txt"  # names the file being extracted in-process (left behind by a crash)
+LOCK = "ingest.lock"  # held (flock) by the one ingest writing to this corpus; holds its pid
 
 @dataclass(slots=True)
 class OcrOutcome:
@@ -48,6 +56,7 @@ OcrHook = Callable[[CorpusStore, list[tuple[str, int]]], OcrOutcome]
 @dataclass(slots=True)
 class IngestConfig:
     password: str | None = None  # tried on encrypted PDFs
+    lock_wait_s: float = 3600.0  # seconds to wait for another ingest into the same corpus before giving up
     workers: int = 0  # extraction processes; 0 = one per CPU core
     ocr: OcrHook | None = None  # reads pages whose text layer is unusable (tools.ocr.OcrStep plugs in here)
     force_ocr: bool = False  # also re-read the pages of the given PDFs that OCR read before (e.g. new backend)
@@ -55,6 +64,8 @@ class IngestConfig:
     def __post_init__(self):
         if self.workers < 0:
             raise DossierError(f"workers must be >= 0 (0 = one per core), got {self.workers}")
+        if self.lock_wait_s < 0:
+            raise DossierError(f"lock_wait_s must be >= 0 seconds, got {self.lock_wait_s}")
 
 
 @dataclass(slots=True)
@@ -199,6 +210,46 @@ def ingest(inputs: list[str | Path], corpus: str | Path, config: IngestConfig | 
     paths = find_pdfs(inputs)
     if not paths:
         raise DossierError(f"no PDF files found in {', '.join(str(i) for i in inputs)}")
+    Path(corpus).mkdir(parents=True, exist_ok=True)
+    with _corpus_lock(Path(corpus), config.lock_wait_s):
+        return _ingest_locked(paths, corpus, config, progress, start)
+
+
+@contextlib.contextmanager
+def _corpus_lock(corpus: Path, wait_s: float) -> Iterator[None]:
+    """Hold the corpus's ingest lock; wait for another ingest (logging its pid), at most `wait_s` seconds.
+
+    Raises:
+        DossierError: the other ingest still holds it after `wait_s` (names its pid).
+    """
+    with open(corpus / LOCK, "a+", encoding="utf-8") as handle:
+        deadline, told = time.monotonic() + wait_s, False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                if time.monotonic() >= deadline:
+                    raise DossierError(f"{corpus}: another ingest (pid {holder}) is writing to this corpus; wait for "
+                                       "it to finish, or ingest into another corpus") from None
+                if not told:
+                    log.info("%s: waiting for another ingest (pid %s) writing to this corpus", corpus, holder)
+                    told = True
+                time.sleep(0.05)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _ingest_locked(paths: list[Path], corpus: str | Path, config: IngestConfig, progress, start: float) -> IngestSummary:
     store = CorpusStore(corpus, create=True)
     summary = IngestSummary()
     jobs = _plan(store, paths, summary)
