@@ -7,7 +7,7 @@ rest depends on; the tower is a small share of the weights).
 | mode | CPU | CUDA |
 |---|---|---|
 | int4 | torch's native int4 kernel, groups of 128 (`models/int_linear.py`) | refused: use nf4 |
-| int8 | bitsandbytes LLM.int8 | bitsandbytes LLM.int8 |
+| int8 | FBGEMM dynamic int8 (int8 weights per channel, activations per step; x86) | bitsandbytes LLM.int8 |
 | nf4  | bitsandbytes NF4 (checked at load: NaN on some CPUs) | bitsandbytes NF4 |
 
 bitsandbytes is an optional extra (`pip install 'dossier[quant]'`); it quantises a weight when its
@@ -46,7 +46,7 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
     Args:
         model: the adapter, weights already loaded.
         mode: "int4", "int8" or "nf4" (see the module's table).
-        backend: "auto" (the table: native for int4, bitsandbytes otherwise), "native" or "bitsandbytes".
+        backend: "auto" (the table), "native" (torch's CPU kernels: int4, int8) or "bitsandbytes".
         group_size: int4 only: input features per (scale, zero) pair (32, 64, 128 or 256).
     Returns:
         the number of layers replaced.
@@ -59,13 +59,17 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
         raise DossierError(f"int4 group size {group_size} is not one of 32, 64, 128, 256")
     device = next(model.parameters()).device
     if backend == "auto":
-        backend = "native" if mode == "int4" else "bitsandbytes"
-    if backend == "native" and (mode != "int4" or device.type != "cpu"):
-        raise DossierError(f"quantization {mode!r} on {device.type}: torch's native kernel here is int4 on the CPU; "
-                           "on a GPU use nf4 or int8 (bitsandbytes)")
+        backend = "native" if mode == "int4" or (mode == "int8" and device.type == "cpu") else "bitsandbytes"
+    if backend == "native" and (mode == "nf4" or device.type != "cpu"):
+        raise DossierError(f"quantization {mode!r} on {device.type}: torch's native kernels here are int4 and int8 on "
+                           "the CPU; on a GPU use nf4 or int8 (bitsandbytes)")
+    if backend == "native" and mode == "int8" and "fbgemm" not in torch.backends.quantized.supported_engines:
+        raise DossierError("quantization 'int8' on this CPU needs FBGEMM (x86); use int4, or no quantisation")
     targets = [(parent_name, name) for parent_name, parent in model.named_modules()
                for name, child in parent.named_children()
                if isinstance(child, nn.Linear) and not _kept(f"{parent_name}.{name}".lstrip("."))]
+    if backend == "native" and mode == "int8":
+        return _quantize_int8_dynamic(model, targets)
     if backend == "native":
         return _quantize_native(model, targets, group_size)
     try:
@@ -79,41 +83,67 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
         linear = getattr(parent, name)
         module = _quantized(bnb, linear, mode).to(device)
         if index == 0:  # one layer proves the kernel on this machine; its reference is the unquantised weight
-            _check_layer(module, linear.weight.data, f"{parent_name}.{name}", mode)
+            _check_layer(module, linear, f"{parent_name}.{name}", mode)
         setattr(parent, name, module)
     return len(targets)
 
 
 def _quantize_native(model: nn.Module, targets: list[tuple[str, str]], group_size: int) -> int:
+    """int4 for every target the kernel can pack: the group size asked for, else the largest of 64, 32 that divides
+    the layer's inputs (SmolLM2's 576 = 9 x 64), said once; a layer none divides, or whose outputs are not a multiple
+    of 16 (the packing's tile), keeps the model dtype, said once with its name and sizes."""
     from models.int_linear import Int4Linear
 
     kept: list[str] = []
+    smaller: dict[int, int] = {}
     replaced = 0
     for parent_name, name in targets:
         parent = model.get_submodule(parent_name) if parent_name else model
         linear = getattr(parent, name)
         qualified = f"{parent_name}.{name}".lstrip(".")
-        if linear.in_features % group_size or linear.out_features % 16:  # the kernel's packing needs both
+        group = next((g for g in (group_size, 64, 32) if g <= group_size and linear.in_features % g == 0), None)
+        if group is None or linear.out_features % 16:
             kept.append(f"{qualified} ({linear.in_features} inputs, {linear.out_features} outputs)")
             continue
-        module = Int4Linear(linear, group_size)
+        if group != group_size:
+            smaller[group] = smaller.get(group, 0) + 1
+        module = Int4Linear(linear, group)
         if replaced == 0:
-            _check_layer(module, linear.weight.data, qualified, "int4")
+            _check_layer(module, linear, qualified, "int4")
         setattr(parent, name, module)
         replaced += 1
+    for group, count in sorted(smaller.items(), reverse=True):
+        log.warning("int4: %d linear layer(s) use groups of %d: their inputs are not a multiple of %d", count, group,
+                    group_size)
     if kept:
-        log.warning("int4 keeps %d linear layer(s) in the model dtype (inputs must be a multiple of the group size %d "
-                    "and outputs of 16): %s", len(kept), group_size, ", ".join(kept[:4]) + (" ..." if len(kept) > 4 else ""))
+        log.warning("int4 keeps %d linear layer(s) in the model dtype (inputs must be a multiple of 32 and outputs of "
+                    "16): %s", len(kept), ", ".join(kept[:4]) + (" ..." if len(kept) > 4 else ""))
     return replaced
 
 
-def _check_layer(module: nn.Module, weight: torch.Tensor, name: str, mode: str) -> None:
+def _quantize_int8_dynamic(model: nn.Module, targets: list[tuple[str, str]]) -> int:
+    from models.int_linear import Int8DynamicLinear
+
+    for index, (parent_name, name) in enumerate(targets):
+        parent = model.get_submodule(parent_name) if parent_name else model
+        linear = getattr(parent, name)
+        module = Int8DynamicLinear(linear)
+        if index == 0:
+            _check_layer(module, linear, f"{parent_name}.{name}".lstrip("."), "int8")
+        setattr(parent, name, module)
+    return len(targets)
+
+
+def _check_layer(module: nn.Module, linear: nn.Linear, name: str, mode: str) -> None:
     """Refuse a quantised layer whose matmul is not finite, or not close to the unquantised one, here."""
+    weight = linear.weight.data
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(4, weight.shape[1], generator=generator).to(weight.device, weight.dtype)
     with torch.no_grad():
         got = module(x).float()
-        want = (x.float() @ weight.float().T)
+        want = x.float() @ weight.float().T  # (4, N); the bias is left out of both sides
+        if linear.bias is not None:
+            got = got - linear.bias.float()
     if not torch.isfinite(got).all():
         raise QuantizationCheckError(
             f"quantization {mode!r} gives non-finite results on this machine (layer {name!r}: NaN/inf in a 4-row "
@@ -155,6 +185,7 @@ def weight_bytes(model: nn.Module) -> int:
             continue
         seen.add(tensor.data_ptr())
         total += tensor.numel() * tensor.element_size()
+    total += sum(getattr(m, "weight_bytes", 0) for m in model.modules())  # FBGEMM's packed weights: no tensors
     for module in model.modules():  # NF4 quantisation constants live beside the packed weight
         state = getattr(getattr(module, "weight", None), "quant_state", None)
         if state is not None:

@@ -1,48 +1,61 @@
-"""`dossier bench quant`: a quantised model against the unquantised one, top-1 agreement and memory."""
+"""`dossier bench quant`: dtypes and quantisations against the float32 model: top-1 agreement, memory, speed."""
 
 from typing import Annotated
 
 import typer
 
-from engine.cli.options import FormatOpt, ModelOpt, OutputFormat, emit_json
+from engine.cli.chat import ModelOpt
+from engine.cli.options import FormatOpt, OutputFormat, emit_json
 
 __all__ = ["register_bench"]
 
 
 def bench_quant(
     model: ModelOpt = "default",
-    quantization: Annotated[str, typer.Option(help="nf4 (4-bit NormalFloat) or int8 (LLM.int8).")] = "nf4",
-    reference_dtype: Annotated[str, typer.Option(help="dtype of the unquantised reference and of the quantised "
-                                                      "model's compute: bfloat16, float16 or float32.")] = "bfloat16",
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    variants: Annotated[str, typer.Option(help="Comma-separated: dtypes (bfloat16, float16) and quantisations of the "
+                                               "float32 model (int4, int8, nf4).")] = "bfloat16,int4,int8",
+    threads: Annotated[int, typer.Option(help="torch threads of every engine.")] = 2,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
     new_tokens: Annotated[int, typer.Option(help="Greedy continuation per prompt whose positions are compared.")] = 32,
+    prompt_tokens: Annotated[int, typer.Option(help="Prompt length of the prefill timing, tokens.")] = 256,
+    speed: Annotated[bool, typer.Option(help="Time prefill and decode (--no-speed: agreement and memory only).")] = True,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Top-1 agreement (teacher-forced, 8 fixed prompts) and weight memory of a quantised language model.
+    """Each variant against the float32 model in one run: top-1 agreement (teacher-forced, 8 fixed prompts),
+    weights' memory, prefill and decode tok/s at batch 1 and 8, and decode at batch 1 as a fraction of this
+    machine's memory-bandwidth bound (bytes of weights read per token ÷ a measured copy bandwidth).
 
-    The reference writes each prompt's greedy continuation; both models then score the same tokens
-    and every continuation position counts as agreeing when their most likely next tokens match.
-
-    Example:
-        $ dossier bench quant --quantization nf4
-        nf4 vs bfloat16 (SmolLM2-135M-Instruct, cpu): top-1 agreement 0.765 over 264 positions (8 prompts)
-        weights 256.6 MiB -> 106.4 MiB (2.41x smaller); language-model linears 202.6 MiB -> 52.4 MiB
+    Example (SmolLM2, a 2-core AVX2 CPU with no native bf16, idle):
+        $ dossier bench quant --variants bfloat16,int4,int8
+        variant    top-1  weights MiB  read/token MiB  prefill b1  prefill b8  decode b1  decode b8  of bound
+        float32        -        513.1           ...
+        int8       0.9xx        210.0           ...
     """
-    from benchmarks.quant_quality import compare_quantization
+    from benchmarks.quant_variants import compare_variants
 
+    chosen = tuple(v.strip() for v in variants.split(",") if v.strip())
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
-    result = compare_quantization(model, quantization, reference_dtype, device, new_tokens, progress)
+    result = compare_variants(model, chosen, new_tokens=new_tokens, prompt_tokens=prompt_tokens, threads=threads,
+                              device=device, speed=speed, progress=progress)
     if fmt is OutputFormat.json:
         emit_json(result)
         return
     mib = 2**20
-    weights, linears = result["weight_bytes"], result["linear_bytes"]
-    name = "SmolLM2-135M-Instruct" if model == "default" else model
-    typer.echo(f"{quantization} vs {reference_dtype} ({name}, {result['device']}): top-1 agreement "
-               f"{result['top1_agreement']:.3f} over {result['positions']} positions ({result['prompts']} prompts)")
-    typer.echo(f"weights {weights['reference'] / mib:.1f} MiB -> {weights['quantized'] / mib:.1f} MiB "
-               f"({result['memory_ratio']:.2f}x smaller); language-model linears {linears['reference'] / mib:.1f} MiB "
-               f"-> {linears['quantized'] / mib:.1f} MiB")
+    typer.echo(f"{'variant':<9} {'top-1':>6} {'weights MiB':>11} {'read/token MiB':>14} {'prefill b1':>10} "
+               f"{'prefill b8':>10} {'decode b1':>9} {'decode b8':>9} {'of bound':>8}")
+    for row in result["rows"]:
+        top1 = "-" if row["top1_agreement"] is None else f"{row['top1_agreement']:.3f}"
+        timing = ""
+        if speed:
+            timing = (f" {row['prefill_tok_s_batch1']:>10.1f} {row['prefill_tok_s_batch8']:>10.1f} "
+                      f"{row['decode_tok_s_batch1']:>9.2f} {row['decode_tok_s_batch8']:>9.2f} "
+                      f"{row['decode_batch1_fraction_of_bound']:>8.2f}")
+        typer.echo(f"{row['variant']:<9} {top1:>6} {row['weight_bytes'] / mib:>11.1f} "
+                   f"{row['decode_bytes_per_token'] / mib:>14.1f}{timing}")
+    if speed:
+        typer.echo(f"tok/s with {result['threads']} threads; copy bandwidth {result['copy_bandwidth_gb_s']} GB/s; "
+                   f"top-1 over {result['rows'][1]['positions'] if len(result['rows']) > 1 else 0} positions of "
+                   f"{result['prompts']} prompts")
 
 
 def register_bench(bench_app: typer.Typer) -> None:

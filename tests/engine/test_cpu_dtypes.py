@@ -13,7 +13,7 @@ import torch
 
 from engine import Engine, EngineConfig, SamplingParams
 from engine.core import dtypes
-from models.int_linear import Int4Linear, dequantize_int4, quantize_weight_int4
+from models.int_linear import Int4Linear, Int8DynamicLinear, dequantize_int4, quantize_weight_int4
 from tests.engine.conftest import hf_greedy, random_prompt
 
 INT4_KERNEL_ATOL = 0.05  # bf16 activations inside the kernel: ~3 significant digits on outputs of size ~2
@@ -21,6 +21,8 @@ BF16_LOGIT_COSINE = 0.995  # a tiny random model's logits in bf16 vs float32, ev
 # int4 (groups of 32) vs float32, mean over positions: random 64-wide weights with initializer range 0.25 are the
 # worst case for 4 bits (nf4 falls to cosine ~0.69 on them); real models are measured by `dossier bench quant`.
 INT4_MEAN_LOGIT_COSINE = 0.85
+INT8_RELATIVE_ERROR = 0.03  # int8 weights per channel and 7-bit activations per call: ~1% of the output's norm
+INT8_LOGIT_COSINE = 0.98  # int8 vs float32 on the tiny model, every position
 
 
 def _diff(a: torch.Tensor, b: torch.Tensor) -> str:
@@ -86,6 +88,36 @@ def test_int4_without_the_dense_copy_holds_only_codes():
     assert torch.allclose(slim(x), full(x), atol=0.1), _diff(slim(x), full(x))
 
 
+@pytest.mark.parametrize("rows", [1, 7, 64])
+def test_int8_dynamic_kernel_matches_float32_within_its_rounding(rows):
+    torch.manual_seed(rows)
+    linear = torch.nn.Linear(256, 96)
+    layer = Int8DynamicLinear(linear)
+    x = torch.randn(rows, 256)
+    want = linear(x)
+    got = layer(x)
+    relative = (got - want).norm() / want.norm()
+    assert got.dtype == torch.float32 and got.shape == (rows, 96)
+    assert relative < INT8_RELATIVE_ERROR, f"rows={rows}: relative error {relative:.4f}, {_diff(got, want)}"
+    assert layer(x.bfloat16()).dtype == torch.bfloat16
+
+
+def test_int8_engine_quantises_on_the_cpu_kernel_and_stays_close_to_float32(tiny_llama):
+    from benchmarks.quant_quality import sequence_logits
+    from models.quantize import weight_bytes
+
+    folder, _ = tiny_llama
+    config = dict(num_kv_blocks=128, block_size=4, dtype="float32")
+    engine = Engine.from_pretrained(str(folder), EngineConfig(quantization="int8", **config))
+    reference = Engine.from_pretrained(str(folder), EngineConfig(**config))
+    assert all(isinstance(layer.down_proj, Int8DynamicLinear) for layer in engine.adapter.layers)
+    assert weight_bytes(engine.adapter.layers) < 0.3 * weight_bytes(reference.adapter.layers)
+    tokens = random_prompt(30, seed=11)
+    cosine = torch.nn.functional.cosine_similarity(sequence_logits(engine, tokens), sequence_logits(reference, tokens),
+                                                   dim=-1)
+    assert cosine.min() > INT8_LOGIT_COSINE, f"int8 vs float32 logits: min cosine {cosine.min():.4f}"
+
+
 def _int4_config(**extra) -> EngineConfig:
     return EngineConfig(**{"num_kv_blocks": 128, "block_size": 4, "dtype": "float32", "quantization": "int4",
                            "quantization_group_size": 32, **extra})
@@ -118,15 +150,25 @@ def test_int4_engine_decode_kernel_agrees_with_its_prefill_path(tiny_llama):
     assert cosine.mean() > INT4_MEAN_LOGIT_COSINE, f"int4 vs float32 logits: mean cosine {cosine.mean():.4f}"
 
 
-def test_int4_keeps_layers_it_cannot_pack(tiny_llama, caplog):
+def test_int4_uses_smaller_groups_where_128_does_not_divide_and_says_so(tiny_llama, caplog):
     folder, _ = tiny_llama  # hidden 64: not a multiple of the default group size 128
     with caplog.at_level(logging.WARNING, logger="models.quantize"):
         engine = Engine.from_pretrained(str(folder), _int4_config(quantization_group_size=128))
-    for layer in engine.adapter.layers:  # 64 inputs: kept; down_proj has 128 inputs: quantised
-        assert not any(isinstance(m, Int4Linear) for m in (layer.qkv_proj, layer.o_proj, layer.gate_up_proj))
-        assert isinstance(layer.down_proj, Int4Linear)
-    assert "keeps 6 linear layer(s)" in caplog.text and "group size 128" in caplog.text
-    assert "layers.0.qkv_proj (64 inputs" in caplog.text
+    for layer in engine.adapter.layers:  # 64 inputs: groups of 64; down_proj has 128 inputs: groups of 128
+        assert [m.group_size for m in (layer.qkv_proj, layer.o_proj, layer.gate_up_proj)] == [64, 64, 64]
+        assert layer.down_proj.group_size == 128
+    assert "6 linear layer(s) use groups of 64" in caplog.text
+
+
+def test_int4_keeps_a_layer_it_cannot_pack_and_names_it(caplog):
+    from models.quantize import quantize_linears
+
+    model = torch.nn.Sequential(torch.nn.Linear(128, 64), torch.nn.Linear(64, 24), torch.nn.Linear(24, 32))
+    with caplog.at_level(logging.WARNING, logger="models.quantize"):
+        assert quantize_linears(model, "int4") == 1
+    assert isinstance(model[0], Int4Linear) and isinstance(model[1], torch.nn.Linear)
+    assert "keeps 2 linear layer(s)" in caplog.text and "1 (64 inputs, 24 outputs)" in caplog.text
+    assert "2 (24 inputs, 32 outputs)" in caplog.text
 
 
 def test_native_kernels_refuse_what_they_cannot_do():
@@ -136,7 +178,7 @@ def test_native_kernels_refuse_what_they_cannot_do():
     with pytest.raises(DossierError, match="group_size must be 32, 64, 128 or 256"):
         EngineConfig(quantization="int4", quantization_group_size=100)
     with pytest.raises(DossierError, match="on a GPU use nf4 or int8"):
-        quantize_linears(torch.nn.Sequential(torch.nn.Linear(128, 128)), "int8", backend="native")
+        quantize_linears(torch.nn.Sequential(torch.nn.Linear(128, 128)), "nf4", backend="native")
 
 
 def test_a_quantised_layer_that_gives_nan_is_refused(monkeypatch):
@@ -170,3 +212,31 @@ def test_bf16_engine_logits_close_to_float32_and_tokens_equal_hf_bf16(tiny_llama
         assert ours == hf_greedy(hf_bf16, prompt, 8, None)
     finally:
         hf.to(torch.float32)
+
+
+@pytest.mark.parametrize("mode", ["int4", "int8"])
+def test_the_load_check_accepts_a_layer_with_a_large_bias(mode):
+    """Qwen2's qkv_proj has a bias far larger than x·W: the check compares the matmuls, not the bias."""
+    from models.quantize import quantize_linears
+
+    model = torch.nn.Sequential(torch.nn.Linear(128, 64))
+    torch.nn.init.constant_(model[0].bias, 50.0)
+    assert quantize_linears(model, mode) == 1
+
+
+def test_bench_quant_reports_every_variant_against_float32(tiny_llama):
+    from benchmarks.quant_variants import compare_variants
+
+    folder, _ = tiny_llama
+    result = compare_variants(str(folder), ("bfloat16", "int8"), new_tokens=4, prompt_tokens=16, decode_tokens=2,
+                              threads=1)
+    rows = {row["variant"]: row for row in result["rows"]}
+    assert list(rows) == ["float32", "bfloat16", "int8"]
+    assert rows["float32"]["top1_agreement"] is None
+    assert all(0.0 <= rows[v]["top1_agreement"] <= 1.0 and rows[v]["positions"] == 8 * (4 + 1) for v in ("bfloat16", "int8"))
+    assert rows["bfloat16"]["dtype"] == "bfloat16" and rows["int8"]["dtype"] == "float32"
+    assert rows["int8"]["decode_bytes_per_token"] < rows["float32"]["decode_bytes_per_token"]
+    assert rows["bfloat16"]["memory_vs_float32"] == pytest.approx(0.5, abs=0.01)
+    for row in rows.values():
+        assert row["decode_tok_s_batch1"] > 0 and 0 < row["decode_batch1_fraction_of_bound"]
+    assert result["copy_bandwidth_gb_s"] > 0
