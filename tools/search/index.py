@@ -5,6 +5,7 @@ Built from a corpus store into `{corpus}/index/`:
     positions/     the positional index (positions.py)
     vocab.npy      sorted vocabulary strings (wildcard and prefix expansion)
     pages.json     page rows: [[document, page], ...] and build metadata
+    whoosh/        the whoosh-compatible retriever's index, built on first use (whoosh_index.py)
 
 Everything is memory-mapped on load. `search()` evaluates the Boolean query into a set
 of pages, then ranks them by BM25 over the query's positive words (the words not under
@@ -26,11 +27,12 @@ from tools.errors import DossierError
 from tools.search.positions import PositionalIndex
 from tools.search.tokenize import ANALYZER_VERSION, tokens
 
-__all__ = ["BM25Params", "SearchIndex", "build_index", "INDEX_DIR"]
+__all__ = ["BM25Params", "SearchIndex", "build_index", "INDEX_DIR", "RETRIEVERS"]
 
 log = logging.getLogger(__name__)
 
 INDEX_DIR = "index"
+RETRIEVERS = ("default", "whoosh-compatible")  # our tokenizer + bm25s scores; Whoosh's analyzer + BM25F
 
 
 @dataclass(slots=True, frozen=True)
@@ -118,12 +120,9 @@ def build_index(store, params: BM25Params | None = None,
 class SearchIndex:
     """A loaded index (memory-mapped). Use `SearchIndex.load(corpus_dir)`."""
 
-    def __init__(self, folder: Path, retriever, positions: PositionalIndex, vocab: np.ndarray, meta: dict):
-        from kernels.bm25 import ScoreMatrix
-
+    def __init__(self, folder: Path, matrix, positions: PositionalIndex, vocab: np.ndarray, meta: dict):
         self.folder = folder
-        self.retriever = retriever
-        self.matrix = ScoreMatrix.from_bm25s(retriever)
+        self.matrix = matrix  # kernels.bm25.ScoreMatrix: per token, (page row, BM25 contribution) postings
         self.positions = positions
         self.vocab = vocab  # sorted token strings; token id = position in this array
         self.meta = meta
@@ -135,12 +134,22 @@ class SearchIndex:
             self.doc_rows[doc] = (lo, row + 1)
 
     @classmethod
-    def load(cls, corpus: str | Path) -> SearchIndex:
+    def load(cls, corpus: str | Path, retriever: str = "default") -> SearchIndex:
         """Load the index of a corpus directory.
 
+        Args:
+            corpus: the corpus directory.
+            retriever: "default" (our analyzer, bm25s Lucene scores), or "whoosh-compatible" (Whoosh's
+                analyzer and BM25F, `tools/search/whoosh_index.py`; built beside the index on first use).
+
         Raises:
-            DossierError: the corpus has no index, or it was built by another analyzer version.
+            DossierError: the corpus has no index, it was built by another analyzer version, or the
+                retriever is unknown.
         """
+        from kernels.bm25 import ScoreMatrix
+
+        if retriever not in RETRIEVERS:
+            raise DossierError(f"unknown retriever {retriever!r}; use one of {', '.join(RETRIEVERS)}")
         bm25s = _bm25s()
         folder = Path(corpus) / INDEX_DIR
         meta_path = folder / "pages.json"
@@ -150,9 +159,13 @@ class SearchIndex:
         if meta.get("analyzer_version") != ANALYZER_VERSION:
             raise DossierError(f"the index of {corpus} was built by another tokenizer version; "
                                f"rebuild it with `dossier index --corpus {corpus}`")
-        retriever = bm25s.BM25.load(folder / "bm25", mmap=True, load_vocab=False, show_progress=False)
+        if retriever == "whoosh-compatible":
+            from tools.search.whoosh_index import load_whoosh_index
+
+            return load_whoosh_index(Path(corpus), meta)
+        bm25 = bm25s.BM25.load(folder / "bm25", mmap=True, load_vocab=False, show_progress=False)
         vocab = np.load(folder / "vocab.npy", mmap_mode="r")
-        return cls(folder, retriever, PositionalIndex.load(folder / "positions"), vocab, meta)
+        return cls(folder, ScoreMatrix.from_bm25s(bm25), PositionalIndex.load(folder / "positions"), vocab, meta)
 
     @property
     def num_pages(self) -> int:

@@ -114,14 +114,18 @@ class Searcher:
         device: "cpu" (numba: touched documents only, fastest one query at a time), or "cuda": the score
             matrix is copied to the GPU once and every search runs the Triton kernels there, when it fits
             (else it stays on the CPU with a warning); "auto": cuda when there is a GPU.
+        retriever: "default" (our analyzer, bm25s Lucene k1=1.5), or "whoosh-compatible": MADQA's harness
+            search (Whoosh's StandardAnalyzer, QueryParser grouping and BM25F K1=1.2 B=0.75) on our kernels;
+            its index is built beside the default one on first use (`tools/search/whoosh_index.py`).
     """
 
-    def __init__(self, corpus: str | Path, backend: str = "auto", device: str = "cpu"):
+    def __init__(self, corpus: str | Path, backend: str = "auto", device: str = "cpu", retriever: str = "default"):
         from tools.corpus import CorpusStore
         from tools.placement import fits_on_cuda, resolve_device
 
         self.store = CorpusStore(corpus)
-        self.index = SearchIndex.load(corpus)
+        self.index = SearchIndex.load(corpus, retriever)
+        self.retriever = retriever
         self.backend = backend
         self.matrix = self.index.matrix  # a ScoreMatrix (host) or its GpuScoreMatrix copy
         matrix = self.index.matrix
@@ -144,6 +148,10 @@ class Searcher:
 
     def parse(self, query: str, mode: str = "boolean") -> Node:
         """Parse a query: "boolean" (the query language) or "bag" (free text, words OR-ed)."""
+        if self.retriever == "whoosh-compatible" and mode in ("boolean", "bag"):
+            from tools.search.whoosh_query import parse_whoosh_query, whoosh_bag_of_words
+
+            return parse_whoosh_query(query) if mode == "boolean" else whoosh_bag_of_words(query)
         if mode == "boolean":
             return parse_query(query)
         if mode == "bag":
@@ -184,7 +192,13 @@ class Searcher:
             return []
         universe = self.universe(document)
         positive = np.array(positive_tokens(node, self.index), dtype=np.int64)
-        if universe is None and is_disjunction(node):
+        if self.retriever == "whoosh-compatible":
+            from tools.search.whoosh_rank import whoosh_topk
+
+            ids, scores = whoosh_topk(self.index, node, k, universe, backend=self.backend)
+            if len(ids) == 0:
+                return []
+        elif universe is None and is_disjunction(node):
             # every page holding a query word matches: the kernel's own candidate set, no mask
             ids, scores = topk(self.matrix, positive, k, backend=self.backend)
         else:
