@@ -116,7 +116,12 @@ class Question:
             parts = variant if isinstance(variant, list) else [variant]
             answer_variants.append([str(p) for p in parts])
         extra = {k: v for k, v in obj.items() if k not in ("id", "question", "answer_variants", "evidence")}
-        return cls(str(obj["id"]), str(obj["question"]), answer_variants, _evidence_list(obj.get("evidence"), where), extra)
+        text = str(obj["question"])
+        bad = next((ch for ch in text if "\ud800" <= ch <= "\udfff"), None)
+        if bad is not None:  # a lone UTF-16 surrogate: JSON allows the escape, no tokenizer takes the character
+            raise DossierError(f"{where}: question {str(obj['id'])!r} holds the escape \\u{ord(bad):04x}, half of a "
+                               "UTF-16 pair and no character: fix or remove it in the file")
+        return cls(str(obj["id"]), text, answer_variants, _evidence_list(obj.get("evidence"), where), extra)
 
     def to_json(self) -> dict:
         return {
@@ -223,11 +228,14 @@ def iter_json_records(path: Path, errors: list[LineError]) -> Iterator[tuple[str
     """(location, object) for each record of a JSONL file or a JSON list file ("line N" / "item N")."""
     if not path.is_file():
         raise DossierError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         head = fh.read(4096).lstrip()
-    if head.startswith("["):
+    if head.startswith(b"["):
         try:
-            items = json.loads(path.read_text(encoding="utf-8"))
+            items = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise DossierError(f"{path}: not UTF-8 (byte {err.object[err.start]:#04x} at byte {err.start + 1}); save "
+                               "the file as UTF-8") from None
         except json.JSONDecodeError as err:
             raise DossierError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
         for number, item in enumerate(items, start=1):

@@ -152,6 +152,8 @@ class CorpusStore:
         if create:
             self.db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        else:
+            self.db  # noqa: B018 -- a damaged database fails here, with its name, not at the first query
 
     # -- connections -------------------------------------------------------------------------
     @property
@@ -163,9 +165,16 @@ class CorpusStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.db_path, timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA foreign_keys=ON")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # reads the header and the schema
+            except sqlite3.DatabaseError as err:
+                conn.close()
+                raise DossierError(f"{self.db_path} is not a readable corpus database ({err}); it is damaged or not "
+                                   "a Dossier corpus: rebuild it with `dossier ingest PDF_OR_DIR --corpus DIR` into a "
+                                   "new DIR, or give --corpus another corpus") from None
             self._local.conn = conn
         return conn
 
