@@ -32,7 +32,7 @@ class StopRule:
     """A fitted stop rule: `probability(features)` of "searching on won't help"; fires at `threshold`."""
 
     kind: str  # "logistic" or "gb"
-    features: tuple[str, ...]  # feature names, in order (engine.train.stop_features.FEATURES)
+    features: tuple[str, ...]  # feature names, in order (engine.agents.stop_features.FEATURES)
     threshold: float  # fire when the probability reaches it
     params: dict  # logistic: mean, scale, coef, intercept; gb: init, learning_rate, trees
     min_searches: int = 1  # never fire before this many searches

@@ -34,7 +34,7 @@ def load_system(source: str | Path, gold: str | Path | None = None) -> tuple[lis
     """Item results of one system and its evaluation report (None for an eval dir without report.json).
 
     A run directory is scored here with its trajectories, so the report has first-query hits
-    and searches per question (engine/eval/human.py compares them).
+    and searches per question (engine/eval/analyses/human.py compares them).
     """
     import json
 

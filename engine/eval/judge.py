@@ -8,7 +8,7 @@ Scoring follows MADQA: an empty answer scores 0 without a judge call; an exact m
 ANLS* = 1) scores 1 without a judge call; an answer longer than 2,000 characters (as JSON)
 scores 0 without a call (MADQA's harness does the same); everything else goes to the judge.
 One addition: an answer that plainly declines ("I cannot find ...", "Unknown"; see
-`engine.eval.answers.is_refusal`) scores 0 without a call. The rubric's first rule says the
+`engine.eval.metrics.answers.is_refusal`) scores 0 without a call. The rubric's first rule says the
 same, and a small local judge should not get the chance to accept a refusal.
 """
 

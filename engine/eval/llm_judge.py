@@ -92,7 +92,7 @@ def parse_correct_fields(reply: str, columns: dict) -> list[str]:
 
 
 class CompletionRowJudge:
-    """A MuDABench row judge backed by a completion function (see `engine.eval.mudabench`)."""
+    """A MuDABench row judge backed by a completion function (see `engine.eval.metrics.mudabench`)."""
 
     def __init__(self, complete: Callable[[str], str]) -> None:
         self.complete = complete

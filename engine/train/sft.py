@@ -5,7 +5,7 @@ Examples arrive already tokenized the way the engine renders conversations
 batches, pads and optimises: it never re-renders a chat template. Only the LoRA matrices
 train; the base weights stay frozen, and the adapter saved is peft's own format
 (`adapter_config.json` + `adapter_model.safetensors`), which `dossier run --adapter` merges
-into the weights at load (`models/adapters.py`).
+into the weights at load (`models/lora.py`).
 
 peft, trl and datasets are the optional extra `dossier[train]`; a missing one raises an error
 naming the exact pip command.

@@ -1,4 +1,4 @@
-"""Human runs and human-vs-agent pairs in `dossier eval` (engine/eval/human.py)."""
+"""Human runs and human-vs-agent pairs in `dossier eval` (engine/eval/analyses/human.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 MuDABench's error analysis (section 5.3) attributes failures to planning, information
 extraction, normalisation, code and missing domain knowledge. Here the attribution is
 deterministic, from the prediction's workflow record (`extra["workflow"]`, written by
-engine/agents/workflow.py) and the question's gold rows, walking the stages in order and
+engine/agents/workflow/episode.py) and the question's gold rows, walking the stages in order and
 blaming the first whose output is wrong:
 
   planning       no plan, or the plan's documents differ from the gold documents

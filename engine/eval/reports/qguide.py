@@ -1,4 +1,4 @@
-"""Q-Guide's analyses as terminal lines and a Markdown section (data: `engine/eval/qguide.py`)."""
+"""Q-Guide's analyses as terminal lines and a Markdown section (data: `engine/eval/analyses/qguide.py`)."""
 
 from __future__ import annotations
 
