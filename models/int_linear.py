@@ -5,8 +5,8 @@
 and multiplied by `aten._weight_int4pack_mm_for_cpu` (bf16 activations inside the kernel). At decode
 (a few rows) a step is bound by reading weights, and int4 reads an eighth of float32's bytes. One
 8960×1536 linear (Qwen2.5-1.5B's MLP), 2 threads, median of 30 on a 2-core AVX2 EPYC (no avx512):
-int4 1.17 ms vs fp32 3.92 ms at 1 row, 2.8 vs 8.1 at 8 rows, 7.2 vs 9.7 at 16, equal at 32, and
-fp32 faster from there (49 vs 45 ms at 128 rows, 140 vs 78 at 256). So steps with more rows than
+int4 1.17 ms vs fp32 3.92 ms at 1 row, 2.8 vs 8.1 at 8 rows, 7.2 vs 9.7 at 16, 13.3 vs 17.7 at 32
+(groups of 32), and fp32 faster from there (49 vs 45 ms at 128 rows, 140 vs 78 at 256). So steps with more rows than
 `dense_rows` (prefill chunks) run through a dense copy of the dequantised weight in the model dtype
 when one is kept (`keep_dense=True`: the memory of int4 plus the dense weight, the speed of both;
 prefill and decode then see the same quantised weights). Without it they stay on the int4 kernel
@@ -59,7 +59,7 @@ class Int4Linear(nn.Module):
         keep_dense: keep the dequantised weight in the model dtype for those steps.
     """
 
-    def __init__(self, linear: nn.Linear, group_size: int = 128, dense_rows: int = 16, keep_dense: bool = True) -> None:
+    def __init__(self, linear: nn.Linear, group_size: int = 32, dense_rows: int = 32, keep_dense: bool = True) -> None:
         super().__init__()
         out_features, in_features = linear.weight.shape
         assert in_features % group_size == 0, "checked by models.quantize before replacing a layer"

@@ -88,7 +88,7 @@ def load_adapter(
     device: str = "cpu",
     dtype: torch.dtype = torch.float32,
     quantization: str | None = None,
-    quantization_group_size: int = 128,
+    quantization_group_size: int = 32,
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     lora: str | os.PathLike | None = None,

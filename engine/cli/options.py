@@ -44,8 +44,10 @@ DtypeOpt = Annotated[
 QuantizationOpt = Annotated[
     str | None,
     typer.Option("--quantization", help="Weight-only quantisation of the language model's linear layers: int4 (CPU: "
-                                        "torch's native kernel, groups of 128, for decode steps; prefill keeps a dense "
-                                        "copy), int8 or nf4 (bitsandbytes; needs pip install 'dossier[quant]'). "
+                                        "torch's native kernel, groups of 32, for decode steps; prefill keeps a dense "
+                                        "copy; a Q4 GGUF's own codes are recovered), int8 (CPU: FBGEMM dynamic int8, "
+                                        "fast but less accurate; GPU: bitsandbytes) or nf4 (bitsandbytes; pip install "
+                                        "'dossier[quant]'). "
                                         "Vision towers, embeddings and the output head keep the model dtype."),
 ]
 

@@ -48,12 +48,13 @@ class EngineConfig:
     # Largest decode batch replayed from a CUDA graph, sequences (larger steps run eagerly).
     cuda_graph_max_batch: int = 128
     # Optional weight-only quantisation of the language model's linear layers (vision towers,
-    # embeddings and the output head stay in the model dtype): None; "int4" (groups of 128, torch's
-    # native CPU kernel); "int8" (per channel: torch's native kernel on a CPU, bitsandbytes LLM.int8 on
-    # CUDA); "nf4" (bitsandbytes). See models/quantize.py.
+    # embeddings and the output head stay in the model dtype): None; "int4" (groups of 32, torch's
+    # native CPU kernel); "int8" (a CPU: FBGEMM's dynamic int8, fast but its per-step activation scale
+    # costs accuracy; CUDA: bitsandbytes LLM.int8); "nf4" (bitsandbytes). See models/quantize.py.
     quantization: str | None = None
-    # int4 only: input features per (scale, zero) pair: 32, 64, 128 or 256 (tests use small models).
-    quantization_group_size: int = 128
+    # int4 only: input features per (scale, zero) pair: 32, 64, 128 or 256. 32 (GGUF's Q4 block) makes int4 of a
+    # dequantised Q4 GGUF recover its own codes (models/quantize.py).
+    quantization_group_size: int = 32
     # Threads of the forward pass on the CPU; None adapts them to the load other processes put on
     # the machine, re-read every 2 s (engine/core/threads.py). Ignored on a GPU.
     cpu_threads: int | None = None
