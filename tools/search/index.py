@@ -160,9 +160,10 @@ class SearchIndex:
             raise DossierError(f"the index of {corpus} was built by another tokenizer version; "
                                f"rebuild it with `dossier index --corpus {corpus}`")
         if retriever == "whoosh-compatible":
-            from tools.search.whoosh_index import load_whoosh_index
+            from tools.search.whoosh_index import WHOOSH_DIR, load_whoosh_index
 
-            return load_whoosh_index(Path(corpus), meta)
+            matrix, positions, vocab = load_whoosh_index(Path(corpus), folder / WHOOSH_DIR, meta)
+            return cls(folder / WHOOSH_DIR, matrix, positions, vocab, meta | {"retriever": retriever})
         bm25 = bm25s.BM25.load(folder / "bm25", mmap=True, load_vocab=False, show_progress=False)
         vocab = np.load(folder / "vocab.npy", mmap_mode="r")
         return cls(folder, ScoreMatrix.from_bm25s(bm25), PositionalIndex.load(folder / "positions"), vocab, meta)

@@ -104,17 +104,15 @@ def _current(folder: Path, main_meta: dict) -> bool:
     return meta.get("analyzer_version") == WHOOSH_ANALYZER_VERSION and meta.get("main_built_at") == main_meta.get("built_at")
 
 
-def load_whoosh_index(corpus: Path, main_meta: dict):
-    """The whoosh-compatible `SearchIndex` of a corpus, built first when missing or outdated."""
+def load_whoosh_index(corpus: Path, folder: Path, main_meta: dict):
+    """(score matrix, positions, vocabulary) of the whoosh-compatible index in `folder`, built first
+    when missing or older than the default index described by `main_meta`."""
     from kernels.bm25 import ScoreMatrix
     from tools.corpus import CorpusStore
-    from tools.search.index import INDEX_DIR, SearchIndex
 
-    folder = corpus / INDEX_DIR / WHOOSH_DIR
     if not _current(folder, main_meta):
         build_whoosh_index(CorpusStore(corpus), folder, main_meta)
     positions = PositionalIndex.load(folder / "positions")
     matrix = ScoreMatrix(data=np.load(folder / "score_data.npy", mmap_mode="r"), indices=positions.docs,
                          indptr=positions.doc_ptr, num_docs=len(main_meta["pages"]))
-    vocab = np.load(folder / "vocab.npy", mmap_mode="r")
-    return SearchIndex(folder, matrix, positions, vocab, main_meta | {"retriever": "whoosh-compatible"})
+    return matrix, positions, np.load(folder / "vocab.npy", mmap_mode="r")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tools.search.matching import is_disjunction, match_rows
 from tools.search.query import And, Empty, Node, Not, Or, Phrase, Term, Wildcard
 
 __all__ = ["whoosh_topk"]
@@ -95,8 +96,6 @@ def _term_scores(index, token: int, rows: np.ndarray) -> np.ndarray:
 
 def _scores(node: Node, index, rows: np.ndarray) -> np.ndarray:
     """Whoosh's score of each of the sorted `rows`, all of which match `node`."""
-    from tools.search.searcher import match_rows
-
     if isinstance(node, Term):
         ids = _ids(index, node)
         return _term_scores(index, ids[0], rows) if ids else np.zeros(len(rows))
@@ -135,7 +134,6 @@ def whoosh_topk(index, node: Node, k: int, universe: np.ndarray | None = None,
         (rows int64, scores float64), score descending, ties by ascending row.
     """
     from kernels.bm25 import topk
-    from tools.search.searcher import is_disjunction, match_rows
 
     if isinstance(node, Empty):
         return np.zeros(0, np.int64), np.zeros(0)
