@@ -93,7 +93,8 @@ class Int8DynamicLinear(nn.Module):
     """`nn.Linear` with int8 weights (per output channel) and int8 activations quantised per step (x86 CPU).
 
     FBGEMM's dynamic linear (`quantized::linear_dynamic`): each call picks the activations' scale from
-    their range (one per call, 7-bit: `reduce_range` avoids the saturation of AVX2's u8×s8 dot product),
+    their range (7-bit: `reduce_range` avoids the saturation of AVX2's u8×s8 dot product; rows are
+    normalised first so each token gets its own scale),
     multiplies in int8 with int32 accumulation and returns float32. Weights are a quarter of float32's
     bytes. One 8960×1536 linear, 2 threads, median of 10 on the 2-core AVX2 EPYC: 0.41 ms vs float32's
     4.44 at 1 row, 1.04 vs 8.34 at 8, 8.1 vs 21.8 at 64, 69.6 vs 159.6 at 600 — faster than float32
@@ -109,13 +110,21 @@ class Int8DynamicLinear(nn.Module):
         with warnings.catch_warnings():  # quantised tensor constructors are deprecated (the kernel is not); torch is pinned
             warnings.simplefilter("ignore", UserWarning)
             codes = torch.quantize_per_channel(weight, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8)
-        bias = None if linear.bias is None else linear.bias.data.float()
-        self._packed = torch.ops.quantized.linear_prepack(codes, bias)  # a torch script object, not a buffer
-        self.weight_bytes = codes.numel() + scale.numel() * 4 + (0 if bias is None else bias.numel() * 4)
+        # the bias is added after the row scale is multiplied back, so the kernel gets none
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.data.float().clone())
+        self._packed = torch.ops.quantized.linear_prepack(codes, None)  # a torch script object, not a buffer
+        self.weight_bytes = codes.numel() + scale.numel() * 4
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()  # (M, K)
-        y = torch.ops.quantized.linear_dynamic(rows, self._packed, True)  # (M, N) float32
+        # The kernel quantises all rows with one scale; dividing each row by its own peak first gives every token
+        # the full int8 range (y is linear in x, so the row's scale multiplies back out). SmolLM2's top-1 agreement
+        # with float32: 0.54 with one scale per call, 0.885 with one per row (its channel outliers remain).
+        peak = rows.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)  # (M, 1)
+        if self.bias is None:
+            y = torch.ops.quantized.linear_dynamic(rows / peak, self._packed, True) * peak  # (M, N) float32
+        else:
+            y = torch.addcmul(self.bias, torch.ops.quantized.linear_dynamic(rows / peak, self._packed, True), peak)
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
