@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "DtypeOpt", "ModelOpt", "QuantizationOpt", "StepProgress", "emit_json",
-           "set_threads", "stderr_console"]
+__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "DtypeOpt", "KvCacheOpt", "ModelOpt", "QuantizationOpt",
+           "ThreadsOpt", "KV_CACHE_GIB", "StepProgress", "emit_json", "parse_threads", "set_threads", "stderr_console"]
 
 
 class OutputFormat(str, Enum):
@@ -40,6 +40,16 @@ DtypeOpt = Annotated[
     typer.Option("--dtype", help="Weights, activations and KV cache: auto (bfloat16 on a GPU and on a CPU with "
                                  "avx512_bf16/amx_bf16, float32 on other CPUs; `dossier version` says which here), "
                                  "float32, bfloat16 or float16."),
+]
+ThreadsOpt = Annotated[
+    str,
+    typer.Option("--threads", help="CPU threads of the model's forward: auto (one per core that other processes leave "
+                                   "free, re-read every 2 s) or a number (fixed)."),
+]
+KV_CACHE_GIB = 2.0  # the --kv-cache-gib default of the commands that load one engine (run, serve)
+KvCacheOpt = Annotated[
+    float,
+    typer.Option("--kv-cache-gib", help="KV-cache memory pool, GiB (the longest conversation it holds follows from it)."),
 ]
 QuantizationOpt = Annotated[
     str | None,
@@ -98,6 +108,17 @@ def emit_json(obj) -> None:
 
     json.dump(obj, sys.stdout, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write("\n")
+
+
+def parse_threads(value: str) -> int | None:
+    """`--threads auto|N` as EngineConfig.cpu_threads (None adapts to the load)."""
+    from tools.errors import DossierError
+
+    if value == "auto":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise DossierError(f"--threads must be 'auto' or a positive number (got {value!r})")
+    return int(value)
 
 
 def set_threads(threads: int) -> None:

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, DtypeOpt, FormatOpt, OutputFormat, QuantizationOpt, emit_json
+from engine.cli.options import (KV_CACHE_GIB, CorpusOpt, DtypeOpt, FormatOpt, KvCacheOpt, OutputFormat,
+                                QuantizationOpt, ThreadsOpt, emit_json, parse_threads)
 
 __all__ = ["register"]
 
@@ -52,12 +53,11 @@ def run_cmd(
                                                      "into the weights at load.")] = None,
     stop_rule: Annotated[Path | None, typer.Option(help="A learned stop rule (`dossier train stop`): forces the "
                                                        "answer when it predicts more searching won't help.")] = None,
-    kv_cache_gib: Annotated[float, typer.Option(help="KV-cache memory budget, GiB.")] = 2.0,
+    kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     dtype: DtypeOpt = "auto",
     quantization: QuantizationOpt = None,
-    threads: Annotated[str, typer.Option(help="CPU threads of the model's forward: auto (one per core that other "
-                                              "processes leave free, re-read every 2 s) or a number.")] = "auto",
+    threads: ThreadsOpt = "auto",
     max_rounds: Annotated[int | None, typer.Option(help="qguide: T_max, policy turns per episode (several tool calls "
                                                         "in one turn are one round); the last must submit. Default 3, "
                                                         "or the largest budget of --max-rounds-sweep.")] = None,
@@ -149,17 +149,6 @@ def _ray_launcher(ray: str | None):
     from engine.distributed.launch import run_on_ray
 
     return run_on_ray
-
-
-def parse_threads(value: str) -> int | None:
-    """`--threads auto|N` as EngineConfig.cpu_threads (None adapts to the load)."""
-    from tools.errors import DossierError
-
-    if value == "auto":
-        return None
-    if not value.isdigit() or int(value) < 1:
-        raise DossierError(f"--threads must be 'auto' or a positive number (got {value!r})")
-    return int(value)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import DtypeOpt, ModelOpt, QuantizationOpt
+from engine.cli.options import KV_CACHE_GIB, DtypeOpt, KvCacheOpt, ModelOpt, QuantizationOpt, ThreadsOpt
 
 __all__ = ["register"]
 
@@ -25,15 +25,13 @@ def serve(
         typer.Option(help="Name(s) clients put in 'model' (repeatable; default: the --model value and the model's "
                      "own name)."),
     ] = None,
-    kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB (the longest conversation it holds is "
-                                                     "printed at start).")] = 2.0,
+    kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
     device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
     dtype: DtypeOpt = "auto",
     attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
     quantization: QuantizationOpt = None,
-    threads: Annotated[int | None, typer.Option(help="torch and numba threads, fixed (default: one per core other "
-                                                     "processes leave free, re-read every 2 s).")] = None,
+    threads: ThreadsOpt = "auto",
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
@@ -68,12 +66,13 @@ def serve(
     # check the server settings before the model loads (seconds): a bad --host fails at once
     ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
                 max_pinned_sessions=max_pinned_sessions)
-    from engine.cli.options import set_threads
+    from engine.cli.options import parse_threads, set_threads
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
     from engine.serve.backend import LocalBackend
     from engine.serve.server import serve_forever
 
+    threads = parse_threads(threads)  # None: adapt to the load
     if threads:
         set_threads(threads)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device,
