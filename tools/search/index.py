@@ -25,7 +25,7 @@ import numpy as np
 
 from tools.errors import DossierError
 from tools.search.positions import PositionalIndex
-from tools.search.tokenize import ANALYZER_VERSION, tokens
+from tools.search.tokenize import ANALYZER_VERSION, index_compatible, tokens
 
 __all__ = ["BM25Params", "SearchIndex", "build_index", "INDEX_DIR", "RETRIEVERS"]
 
@@ -156,7 +156,8 @@ class SearchIndex:
         if not meta_path.is_file():
             raise DossierError(f"corpus {corpus} has no search index; run `dossier index --corpus {corpus}`")
         meta = json.loads(meta_path.read_text())
-        if meta.get("analyzer_version") != ANALYZER_VERSION:
+        vocab = np.load(folder / "vocab.npy", mmap_mode="r")
+        if not index_compatible(meta.get("analyzer_version"), vocab):
             raise DossierError(f"the index of {corpus} was built by another tokenizer version; "
                                f"rebuild it with `dossier index --corpus {corpus}`")
         if retriever == "whoosh-compatible":
@@ -165,7 +166,6 @@ class SearchIndex:
             matrix, positions, vocab = load_whoosh_index(Path(corpus), folder / WHOOSH_DIR, meta)
             return cls(folder / WHOOSH_DIR, matrix, positions, vocab, meta | {"retriever": retriever})
         bm25 = bm25s.BM25.load(folder / "bm25", mmap=True, load_vocab=False, show_progress=False)
-        vocab = np.load(folder / "vocab.npy", mmap_mode="r")
         return cls(folder, ScoreMatrix.from_bm25s(bm25), PositionalIndex.load(folder / "positions"), vocab, meta)
 
     @property

@@ -178,8 +178,12 @@ def snippet_spans(text: str, words: set[str], width: int = SNIPPET_TOKENS) -> li
     body: list[tuple[str, bool]] = []
     cursor = lo
     for t in window:
-        if t.text in words:
-            body += [(_clean(text[cursor:t.start]), False), (_clean(text[t.start:t.end]), True)]
+        if t.text in words and t.end > cursor:
+            start = max(t.start, cursor)  # CJK bigrams overlap their neighbours by one character
+            if start == cursor and body and body[-1][1]:
+                body[-1] = (body[-1][0] + _clean(text[start:t.end]), True)  # one highlight for a matched run
+            else:
+                body += [(_clean(text[cursor:start]), False), (_clean(text[start:t.end]), True)]
             cursor = t.end
     body.append((_clean(text[cursor:hi]), False))
     if not body[0][1]:
