@@ -4,8 +4,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.chat import ModelOpt
-from engine.cli.options import FormatOpt, OutputFormat, emit_json
+from engine.cli.options import FormatOpt, ModelOpt, OutputFormat, emit_json
 
 __all__ = ["register_bench"]
 
