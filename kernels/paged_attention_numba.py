@@ -15,8 +15,6 @@ the SDPA path: tests/engine/test_attention.py.
 import numpy as np
 import torch
 
-from tools.errors import missing_dependency
-
 try:
     from numba import njit, prange
 except ImportError:  # pragma: no cover - numba is a core dependency
@@ -88,7 +86,7 @@ def paged_decode_torch(
     `window`: attend only to the last `window` cache rows of each sequence (sliding-window layers).
     """
     if paged_decode is None:
-        raise missing_dependency("numba", "pip install numba")
+        raise ImportError("the numba paged-decode kernel needs numba; install it with: pip install numba==0.68.1")
     assert q.dtype == k_cache.dtype == v_cache.dtype == torch.float32 and q.device.type == "cpu"
     assert k_cache.is_contiguous() and v_cache.is_contiguous() and q.is_contiguous()
     out = torch.empty_like(q)
