@@ -11,8 +11,13 @@
     POST /api/annotators/{slug}/submit         {"question_id", "action": answer|not_found|skip, "answer": [...]}
     GET  /pages/{document}/{page}.png          a rendered page (only documents and pages of the corpus)
 
-Every error is JSON `{"error": "..."}` with a 4xx status (404 for anything outside the corpus,
-409 for a stale tab, 422 for a malformed body); an unexpected failure is a 500 with a one-line
+Sign-in sets a signed cookie for the annotator (engine/studio/session.py); every
+`/api/annotators/{slug}/...` request must carry the cookie of that slug (403 otherwise), and
+signing in under a name whose run exists needs it too (409), so nobody acts as another annotator.
+
+Every error is JSON `{"error": "..."}` with a 4xx status (403 for another annotator's paths, 404
+for anything outside the corpus, 409 for a stale tab or a name already taken, 422 for a malformed
+body, 400 for text that is not valid Unicode); an unexpected failure is a 500 with a one-line
 message, its traceback only in the server log.
 """
 
@@ -21,13 +26,25 @@ import logging
 from importlib.resources import files
 from typing import Literal
 
-from engine.studio.annotator import AnnotatorRun, ConflictError
+from engine.studio.annotator import AnnotatorRun, ConflictError, annotator_slug
 from engine.studio.guard import Guard
 from engine.studio.service import NotFoundError, Studio
 from engine.studio.trajectory import marked_pages
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["create_app"]
+
+
+class ForbiddenError(DossierError):
+    """The request acts for an annotator this browser did not sign in as (403)."""
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +65,23 @@ def create_app(studio: Studio):
         from fastapi import FastAPI, Request
         from fastapi.exceptions import RequestValidationError
         from fastapi.responses import FileResponse, JSONResponse, Response
-        from pydantic import BaseModel, ConfigDict, Field
+        from pydantic import BaseModel, ConfigDict, Field, model_validator
+        from pydantic_core import PydanticCustomError
         from starlette.exceptions import HTTPException
     except ImportError:
         raise missing_dependency("the studio's web server (fastapi, uvicorn)", "pip install 'dossier[studio]'") from None
 
     class Body(BaseModel):
         model_config = ConfigDict(extra="forbid")
+
+        @model_validator(mode="after")
+        def _unicode(self):  # a lone surrogate ("\ud800" in JSON) cannot be written to the run's files
+            for name, value in self:
+                for text in value if isinstance(value, list) else [value]:
+                    if isinstance(text, str) and not _encodable(text):
+                        raise PydanticCustomError("unicode", "{field} is not valid Unicode (it holds a lone "
+                                                  "surrogate such as \\ud800); send UTF-8 text", {"field": name})
+            return self
 
     class SignIn(Body):
         name: str = Field(min_length=1, max_length=40)
@@ -101,7 +128,24 @@ def create_app(studio: Studio):
     async def malformed(request: Request, err: RequestValidationError):
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
                              for e in err.errors()[:5])
+        broken = [e for e in err.errors() if e.get("type") in ("unicode", "string_unicode")]
+        if broken:  # a lone surrogate: text the run's files cannot hold, not a malformed request
+            where = ".".join(str(p) for p in broken[0].get("loc", ()) if p != "body") or "body"
+            return error(400, f"{where} is not valid Unicode text (it holds a lone surrogate such as \\ud800); "
+                              "send UTF-8 text")
         return error(422, f"malformed request: {problems}")
+
+    def own(request: Request, slug: str) -> AnnotatorRun:
+        """The run at `slug`, if this browser signed in as that annotator; else 403 (404 when there is none)."""
+        run = studio.annotator(slug)
+        if not studio.sessions.holds(request.headers.get("cookie", ""), slug):
+            raise ForbiddenError(f"this browser is not signed in as {run.name!r}; sign in as yourself (each "
+                                  "annotator works in their own browser session)")
+        return run
+
+    @app.exception_handler(ForbiddenError)
+    async def forbidden(request: Request, err: ForbiddenError):
+        return error(403, str(err))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException):
@@ -157,24 +201,30 @@ def create_app(studio: Studio):
                 "query_help": QUERY_HELP if studio.config.search_mode == "boolean" else []}
 
     @app.post("/api/signin")
-    def sign_in(body: SignIn):
-        return state(studio.sign_in(body.name))
+    def sign_in(body: SignIn, request: Request):
+        slug = annotator_slug(body.name)
+        if studio.has_run(slug) and not studio.sessions.holds(request.headers.get("cookie", ""), slug):
+            raise ConflictError(f"an annotator named {body.name.strip()!r} (names ignore case) already has a run here; "
+                                "if it is yours, continue in the browser you started in, otherwise pick another name")
+        reply = JSONResponse(state(studio.sign_in(body.name)))
+        reply.headers["set-cookie"] = studio.sessions.cookie(slug)
+        return reply
 
     @app.get("/api/annotators/{slug}/state")
-    def get_state(slug: str):
-        return state(studio.annotator(slug))
+    def get_state(slug: str, request: Request):
+        return state(own(request, slug))
 
     @app.post("/api/annotators/{slug}/search")
-    def search(slug: str, body: Search):
-        run = studio.annotator(slug)
+    def search(slug: str, body: Search, request: Request):
+        run = own(request, slug)
         run.require_current(body.question_id)  # a stale tab fails before the search runs
         outcome = studio.search(body.query)
         run.record(body.question_id, "search", query=body.query, **outcome.event)
         return {"query": body.query, **_shown(outcome)}
 
     @app.post("/api/annotators/{slug}/view")
-    def view(slug: str, body: View):
-        run = studio.annotator(slug)
+    def view(slug: str, body: View, request: Request):
+        run = own(request, slug)
         count = studio.check_page(body.document, body.page)
         run.record(body.question_id, "view", document=body.document, page=body.page, via=body.via)
         info = studio.store.page(body.document, body.page)
@@ -182,15 +232,15 @@ def create_app(studio: Studio):
                 "width": info.width, "height": info.height}
 
     @app.post("/api/annotators/{slug}/mark")
-    def mark(slug: str, body: Mark):
-        run = studio.annotator(slug)
+    def mark(slug: str, body: Mark, request: Request):
+        run = own(request, slug)
         studio.check_page(body.document, body.page)
         run.record(body.question_id, "mark", document=body.document, page=body.page, marked=body.marked)
         return {"marked": [m.to_json() for m in marked_pages(run.question_events(body.question_id))]}
 
     @app.post("/api/annotators/{slug}/submit")
-    def submit(slug: str, body: Submit):
-        run = studio.annotator(slug)
+    def submit(slug: str, body: Submit, request: Request):
+        run = own(request, slug)
         answer = [part.strip() for part in body.answer if part.strip()]
         if body.action == "answer" and not answer:
             raise DossierError("an answer needs at least one non-empty value (or use \"I can't find it\" / skip)")

@@ -22,6 +22,7 @@ from pathlib import Path
 from engine.agents.env import AgentEnv
 from engine.datasets.formats import Question, load_questions
 from engine.studio.annotator import AnnotatorRun, annotator_slug
+from engine.studio.session import Sessions
 from engine.studio.config import StudioConfig
 from tools.errors import DossierError
 
@@ -78,6 +79,7 @@ class Studio:
         self.render_settings = RenderSettings(dpi=config.dpi, max_pixels=config.max_pixels)
         self._runs: dict[str, AnnotatorRun] = {}
         self._lock = threading.Lock()
+        self.sessions = Sessions(config.out)  # which annotator each browser is (engine/studio/session.py)
         vocab = self.env.searcher.index.vocab
         if len(vocab):  # the first search compiles the BM25 kernel (seconds): not on a person's first query
             self.env.search(str(vocab[len(vocab) // 2]), self.config.k)
@@ -102,6 +104,13 @@ class Studio:
                 run = AnnotatorRun(self.config.out / slug, name.strip(), self.questions, self.run_meta())
                 self._runs[slug] = run
             return run
+
+    def has_run(self, slug: str) -> bool:
+        """Whether an annotator with this slug has signed in (now or in an earlier session)."""
+        with self._lock:
+            if slug in self._runs:
+                return True
+        return (self.config.out / slug / "run.json").is_file()
 
     def annotator(self, slug: str) -> AnnotatorRun:
         """The run of a signed-in annotator (or one with a run directory from an earlier session).

@@ -66,11 +66,26 @@ class Reply:
         return json.loads(self.body)
 
 
+SESSIONS: dict[str, str] = {}  # annotator slug -> the session cookie its last sign-in set
+
+
 def request(url: str, method: str, path: str, body=None, headers: dict | None = None, raw_body: bytes | None = None) -> Reply:
-    """One HTTP request with the path sent exactly as given (no client-side normalisation)."""
+    """One HTTP request with the path sent exactly as given (no client-side normalisation).
+
+    Like a browser per annotator: a sign-in's session cookie is kept (by slug) and sent with that
+    annotator's requests, unless `headers` gives a Cookie of its own.
+    """
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
     headers = dict(headers or {})
+    if path.startswith("/api/annotators/") and "Cookie" not in headers:
+        slug = path.split("/")[3]
+        if slug in SESSIONS:
+            headers["Cookie"] = SESSIONS[slug]
+    elif path == "/api/signin" and "Cookie" not in headers and isinstance(body, dict) and isinstance(body.get("name"), str):
+        known = SESSIONS.get(body["name"].strip().casefold().replace(" ", "-"))
+        if known:
+            headers["Cookie"] = known
     payload = raw_body
     if body is not None:
         payload = json.dumps(body).encode()
@@ -79,4 +94,7 @@ def request(url: str, method: str, path: str, body=None, headers: dict | None = 
     response = conn.getresponse()
     reply = Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
     conn.close()
+    cookie = reply.headers.get("set-cookie", "")
+    if path == "/api/signin" and reply.status == 200 and cookie.startswith("dossier_annotator_"):
+        SESSIONS[reply.json["slug"]] = cookie.split(";")[0]
     return reply
