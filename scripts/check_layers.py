@@ -118,7 +118,8 @@ def rule_broken(importer: str, imported: str) -> str | None:
         return f"{group_from} (layer {rank_from}) may not import {group_to} (layer {rank_to}, higher)"
     if rank_to == rank_from == 1 and group_from != group_to:
         return f"{group_from} and {group_to} sit side by side and may not import each other (tools.errors excepted)"
-    if group_from == group_to == "engine.cli" and importer not in CLI_ENTRY and imported not in (*CLI_SHARED, "engine.cli"):
+    cli_shared = (*CLI_SHARED, "engine.cli")
+    if group_from == group_to == "engine.cli" and importer not in CLI_ENTRY and imported not in cli_shared:
         return "CLI modules may not import each other: move what they share to engine/cli/options.py"
     if group_from == "engine.agents" and any(_within(imported, m) for m in AGENTS_MAY_NOT_IMPORT):
         return f"agents may not import {group_to}: it builds on agents; move what agents need into engine/agents/"

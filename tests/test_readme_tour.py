@@ -28,7 +28,7 @@ def test_no_machine_path_in_the_readme_the_docs_or_contributing():
     found = [f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}" for path in _docs()
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
              if MACHINE_PATH.search(line)]
-    assert not found, "machine paths (another machine's folders, or the shared folder) in the docs:\n" + "\n".join(found)
+    assert not found, "machine paths (one machine's folders, or the shared folder) in the docs:\n" + "\n".join(found)
 
 
 def tour() -> list[tuple[str, list[str]]]:
@@ -64,4 +64,5 @@ def test_the_readme_tour_runs_as_shown(tmp_path):
         assert done.returncode == 0, f"$ {command}\n{done.stderr[-3000:]}"
         printed = {_shape(line) for line in (done.stdout + done.stderr).splitlines()}
         missing = [line for line in shown if line.strip() not in ("", "...") and _shape(line) not in printed]
-        assert not missing, f"$ {command} no longer prints:\n" + "\n".join(missing) + "\n--- it printed:\n" + done.stdout
+        assert not missing, (f"$ {command} no longer prints:\n" + "\n".join(missing)
+                             + "\n--- it printed:\n" + done.stdout)

@@ -87,7 +87,8 @@ def append_record(path: str | Path, record) -> None:
     """Append one record (a dict or an object with `to_json`) as a JSON line, fsynced; a torn tail is repaired first."""
     path = Path(path)
     obj = record.to_json() if hasattr(record, "to_json") else record
-    line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")  # a lone surrogate: a JSON \\u escape
+    # a lone surrogate (no character) becomes a \uXXXX escape, which JSON reads back as it was
+    line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
     repair_tail(path)
     with open(path, "ab") as fh:
         fh.write(line)

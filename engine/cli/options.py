@@ -49,7 +49,7 @@ ThreadsOpt = Annotated[
 KV_CACHE_GIB = 2.0  # the --kv-cache-gib default of the commands that load one engine (run, serve)
 KvCacheOpt = Annotated[
     float,
-    typer.Option("--kv-cache-gib", help="KV-cache memory pool, GiB (the longest conversation it holds follows from it)."),
+    typer.Option("--kv-cache-gib", help="KV-cache memory pool, GiB (it bounds the longest conversation held)."),
 ]
 QuantizationOpt = Annotated[
     str | None,

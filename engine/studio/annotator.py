@@ -20,7 +20,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-from engine.agents.run_dir import append_record, check_resume, commit_episode, finished_ids, read_records, write_run_json
+from engine.agents.run_dir import (append_record, check_resume, commit_episode, finished_ids, read_records,
+                                   write_run_json)
 from engine.datasets.formats import Question
 from engine.studio.trajectory import ACTIONS, FINISH, build_records, iso_time, marked_pages
 from tools.errors import DossierError

@@ -141,8 +141,11 @@ def compare_first_queries(corpus: Path, items: list[Question], k: int, rank, que
         for lora in ([None, adapter] if adapter is not None else [None]):
             label = f"{model} + {lora}" if lora else model
             engine = Engine.from_pretrained(model, EngineConfig(kv_cache_gib=1.0, lora=str(lora) if lora else None))
-            generated = generate_first_queries(engine, settings, items, documents,
-                                               lambda done, total, label=label: progress and progress(label, done, total))
+            def report(done, total, label=label):
+                if progress:
+                    progress(label, done, total)
+
+            generated = generate_first_queries(engine, settings, items, documents, report)
             systems.append((label, {qid: query for qid, (query, _raw) in generated.items()}, settings.search_mode))
             del engine
     elif adapter is not None:
