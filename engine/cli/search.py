@@ -24,6 +24,11 @@ LateDeviceOpt = Annotated[str, typer.Option("--late-device", help="Where the lat
 DeviceOpt = Annotated[str, typer.Option("--device", help="Where BM25 is scored: cpu (numba, fastest one query at a "
                                                          "time), cuda (Triton kernels over a GPU copy of the index, "
                                                          "when it fits; else the CPU), or auto.")]
+RetrieverOpt = Annotated[str, typer.Option("--retriever", help="default (our analyzer, BM25 k1=1.5) or "
+                                                               "whoosh-compatible: MADQA's harness search (Whoosh's "
+                                                               "StandardAnalyzer, query grouping, BM25F K1=1.2 "
+                                                               "B=0.75); its index is built beside the default one "
+                                                               "on first use.")]
 
 
 def _late_device(device: str) -> str:
@@ -33,12 +38,13 @@ def _late_device(device: str) -> str:
     return resolve_device(device, "--late-device")
 
 
-def _ranker(corpus: Path, rerank: str, late_model: str, late_device: str = "auto", device: str = "cpu"):
+def _ranker(corpus: Path, rerank: str, late_model: str, late_device: str = "auto", device: str = "cpu",
+            retriever: str = "default"):
     """A function (query, k, document, mode, snippets) -> hits, with or without the late reranker."""
     from tools.errors import DossierError
     from tools.search import Searcher
 
-    searcher = Searcher(corpus, device=device)
+    searcher = Searcher(corpus, device=device, retriever=retriever)
     if rerank == "none":
         return searcher, lambda q, k, doc, mode, snip: searcher.search(q, k=k, document=doc, mode=mode, snippets=snip)
     if rerank != "late":
@@ -118,6 +124,7 @@ def search_cmd(
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
     device: DeviceOpt = "cpu",
+    retriever: RetrieverOpt = "default",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Search pages with BM25 and the Whoosh query language MADQA's agents used.
@@ -132,7 +139,7 @@ def search_cmd(
         1. 3M_2018_10K p.60  score 7.41
            … Purchases of property, plant and equipment … **capital** **expenditure** …
     """
-    searcher, rank = _ranker(corpus, rerank, late_model, late_device, device)
+    searcher, rank = _ranker(corpus, rerank, late_model, late_device, device, retriever)
     if searcher.stale:
         typer.secho("warning: the corpus changed since it was indexed; run `dossier index` to refresh", err=True,
                     fg=typer.colors.YELLOW)
@@ -156,6 +163,7 @@ def retrieval_eval_cmd(
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
     device: DeviceOpt = "cpu",
+    retriever: RetrieverOpt = "default",
     queries_from: Annotated[Path | None, typer.Option(help="Use each episode's first search query from this run "
                                                            "directory (in the run's search mode) instead of the "
                                                            "question text.")] = None,
@@ -183,7 +191,7 @@ def retrieval_eval_cmd(
     items, errors = load_questions(questions)
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
-    _searcher, rank = _ranker(corpus, rerank, late_model, late_device, device)
+    _searcher, rank = _ranker(corpus, rerank, late_model, late_device, device, retriever)
     if queries_from is not None or model is not None or adapter is not None:
         from engine.train.first_query import compare_first_queries
 

@@ -18,7 +18,7 @@ Backends (`resolve_backend` picks one; `make_backend` builds it):
 - `sdpa` (CPU reference): batched SDPA for decode tokens over gathered caches, one SDPA call per
   prefill chunk with a causal mask aligned to the end of its context (built on the host: CPU only).
 - `numba` (CPU, float32): as `sdpa`, but decode tokens read the blocks in place
-  (`engine/core/cpu_attention.py`).
+  (`kernels/paged_attention_numba.py`).
 GPU paths build no dense mask and no padded copy of the cache.
 
 A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers): each query then

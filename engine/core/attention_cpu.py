@@ -2,7 +2,7 @@
 
 - Decode tokens (single-token chunks): `sdpa` gathers each sequence's blocks into a padded copy
   and runs one batched SDPA call (query heads grouped per KV head, so GQA copies no K/V); `numba`
-  runs the kernel of `engine/core/cpu_attention.py` over the blocks in place (decode on a CPU is
+  runs the kernel of `kernels/paged_attention_numba.py` over the blocks in place (decode on a CPU is
   bound by reading the cache).
 - Prefill chunks: one SDPA call each, with a causal mask aligned to the end of the chunk's context
   when it continues cached tokens (built on the host once per step; a CPU path only).
