@@ -6,12 +6,16 @@ on what else is in the batch. Structured-output masks and the min_new_tokens ban
 stop tokens are applied to the logits before either.
 """
 
+import logging
+
 import torch
 
 from engine.core.request import Request
 from engine.core.structured import GrammarCache
 
 __all__ = ["sample"]
+
+log = logging.getLogger(__name__)
 
 
 def sample(logits: torch.Tensor, requests: list[Request], stop_token_ids: set[int], grammars: GrammarCache | None) -> list[int]:
@@ -28,11 +32,11 @@ def sample(logits: torch.Tensor, requests: list[Request], stop_token_ids: set[in
     chosen = logits.argmax(dim=-1).tolist()
     for i, request in enumerate(requests):
         if not request.sampling.greedy:
-            chosen[i] = _sample_row(logits[i], request)
+            chosen[i] = _sample_row(logits[i], request, chosen[i])
     return chosen
 
 
-def _sample_row(row: torch.Tensor, request: Request) -> int:
+def _sample_row(row: torch.Tensor, request: Request, greedy: int) -> int:
     params = request.sampling
     row = row / params.temperature
     if params.top_k:
@@ -45,4 +49,11 @@ def _sample_row(row: torch.Tensor, request: Request) -> int:
         row = row.clone()
         row[order[outside]] = float("-inf")
     probs = row.softmax(-1).cpu()
+    if not torch.isfinite(probs).all() or not probs.sum() > 0:
+        # A temperature so small that logits / T overflow (1e-40 passes any positive check) gives NaN here, and
+        # torch.multinomial would raise inside the step and fail every request in it. Such a temperature means
+        # greedy: this row takes the argmax it already has, and the other rows are untouched.
+        log.warning("request %s: sampling probabilities not finite at temperature %g; taking the greedy token",
+                    request.request_id, params.temperature)
+        return greedy
     return int(torch.multinomial(probs, 1, generator=request.generator).item())

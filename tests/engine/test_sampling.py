@@ -120,3 +120,21 @@ def test_bad_structure_and_params_are_clear_errors(engine):
         SamplingParams(top_p=0)
     with pytest.raises(DossierError, match="json_schema is not valid JSON"):
         SamplingParams(json_schema="{nope")
+
+
+def test_finding7_a_vanishing_temperature_is_greedy_and_fails_no_other_request(engine):
+    """Issue 26 item 7 at the engine: logits / 1e-40 overflow to NaN probabilities; that row takes its greedy token
+    and a sampled request batched beside it keeps the tokens it draws alone."""
+    greedy = generate(engine, PROMPT, SamplingParams(max_new_tokens=10, ignore_eos=True)).output_token_ids
+    honest = SamplingParams(temperature=1.0, seed=9, max_new_tokens=10, ignore_eos=True)
+    alone = generate(engine, random_prompt(11, seed=4), honest).output_token_ids
+    sessions = [engine.open_session(), engine.open_session()]
+    sessions[0].append(PROMPT)
+    sessions[1].append(random_prompt(11, seed=4))
+    tiny = engine.submit(sessions[0], SamplingParams(temperature=1e-40, seed=1, max_new_tokens=10, ignore_eos=True))
+    other = engine.submit(sessions[1], honest)
+    engine.run_until_idle()
+    assert tiny.output_token_ids == greedy and tiny.finish_reason is FinishReason.length
+    assert other.output_token_ids == alone
+    for s in sessions:
+        s.close()
