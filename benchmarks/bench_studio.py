@@ -43,15 +43,23 @@ def _summary(samples_s: list[float]) -> dict:
     return _percentiles(samples_s) | {"max_ms": round(1000 * max(samples_s), 3)}
 
 
-def _call(conn: http.client.HTTPConnection, method: str, path: str, body: dict | None = None):
-    """(status, body bytes, server seconds from Server-Timing, round-trip seconds) of one request."""
+def _call(conn: http.client.HTTPConnection, method: str, path: str, body: dict | None = None,
+          jar: dict | None = None):
+    """(status, body bytes, server seconds from Server-Timing, round-trip seconds) of one request.
+
+    `jar` carries the session cookie sign-in sets: the studio answers an annotator's paths only to the browser
+    signed in as that annotator."""
     headers = {"Content-Type": "application/json"} if body is not None else {}
+    if jar and jar.get("cookie"):
+        headers["Cookie"] = jar["cookie"]
     start = time.perf_counter()
     conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
     response = conn.getresponse()
     data = response.read()
     round_trip = time.perf_counter() - start
     timing = response.getheader("server-timing", "app;dur=nan")
+    if jar is not None and response.getheader("set-cookie"):
+        jar["cookie"] = response.getheader("set-cookie").split(";")[0]
     return response.status, data, float(timing.split("dur=")[1]) / 1000, round_trip
 
 
@@ -99,13 +107,14 @@ def main() -> None:
             result["corpus"] = {"documents": stats["documents"], "pages": stats["pages"]}
             parts = urlsplit(live.url)
             conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
-            status, data, _, _ = _call(conn, "POST", "/api/signin", {"name": "bench"})
+            jar: dict = {}
+            status, data, _, _ = _call(conn, "POST", "/api/signin", {"name": "bench"}, jar)
             assert status == 200, data
             question_id = json.loads(data)["question"]["id"]
             server, tool, round_trip, seen_pages = {}, {}, {}, []
             for kind, query in queries:
                 status, data, server_s, rt_s = _call(conn, "POST", "/api/annotators/bench/search",
-                                                     {"question_id": question_id, "query": query})
+                                                     {"question_id": question_id, "query": query}, jar)
                 assert status == 200, data
                 reply = json.loads(data)
                 server.setdefault(kind, []).append(server_s)
@@ -134,7 +143,7 @@ def main() -> None:
                 cached.unlink(missing_ok=True)
                 path = f"/pages/{quote(document, safe='')}/{page}.png"
                 for times, trips in ((cold, cold_rt), (warm, warm_rt)):
-                    status, data, server_s, rt_s = _call(conn, "GET", path)
+                    status, data, server_s, rt_s = _call(conn, "GET", path, jar=jar)
                     assert status == 200 and data[:4] == b"\x89PNG", (path, status)
                     times.append(server_s)
                     trips.append(rt_s)
