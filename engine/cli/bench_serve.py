@@ -47,12 +47,15 @@ def bench_serve(
     cannot start gets a row saying why. The defaults are the run to quote; the README's table was
     made with --orders both.
 
-    Example:
-        $ dossier bench serve --model qwen2.5-1.5b --peers dossier,llamacpp --orders both --quantization int4
+    Example (SmolLM2 in int4 on a 2-core AVX2 CPU, nothing else running):
+        $ dossier bench serve --peers dossier,llamacpp --orders both --quantization int4
         order server             episodes  wall s episodes/h  TTFT p50  TTFT p90 request s  cached
-        1     dossier serve            16   ...
-        1     llama.cpp server         16   ...
-        dossier / llama.cpp server (order 1): episodes/h 1.10x, TTFT p50 0.45x, same turns 9/16
+        1     dossier serve            16    62.2      926.2     0.77s     1.36s     6.61s   0.857
+        1     llama.cpp server         16    71.1      810.0     0.87s     1.93s     7.70s   0.821
+        2     llama.cpp server         16    70.2      820.8     0.90s     4.90s     8.00s   0.819
+        2     dossier serve            16    64.4      894.8     0.82s     1.28s     6.93s   0.857
+        dossier / llama.cpp server (order 1): episodes/h 1.14x, TTFT p50 0.89x, same turns 10/16
+        dossier / llama.cpp server (order 2): episodes/h 1.09x, TTFT p50 0.91x, same turns 6/16
     """
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
     from tools.errors import DossierError
