@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --only-binary :all: --progress-bar off
 # Prints a line every 10 s while a long quiet step (pip unpacking torch) runs, so a log shows it is alive.
 ALIVE := scripts/alive.sh
 
-.PHONY: install install-cpu-models test test-slow demo bench clean
+.PHONY: install install-cpu-models test test-slow demo bench results clean
 
 $(STAMP): pyproject.toml Makefile
 	@mkdir -p $(VENV) && date +%s > $(VENV)/.install-started
@@ -56,6 +56,10 @@ demo: $(STAMP)
 		--corpus $(DEMO_DIR)/corpus --out $(DEMO_DIR)/run-bm25
 	$(BIN)/dossier eval $(DEMO_DIR)/run-bm25
 	@echo "make demo: $$(( $$(date +%s) - $$(cat $(DEMO_DIR)/.demo-started) )) s (install not included)"
+
+# Every results table (docs/results/<table>.md and .json), made or resumed; one table: make results TABLE=madqa-sample
+results: $(STAMP)
+	scripts/results.sh $(TABLE)
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
