@@ -2,6 +2,7 @@
 adjudication with arbitration, bad calls as observations, lookups, and budget branches equal to separate runs."""
 
 import json
+from dataclasses import dataclass
 
 import pytest
 
@@ -45,8 +46,20 @@ def perceive(*calls):
     return json.dumps({"tool": "perceive", "calls": [{"name": n, "arguments": a} for n, a in calls]})
 
 
-def submit(answer, confidence, citations=()):
-    return json.dumps({"tool": "submit", "answer": [answer], "citations": list(citations), "confidence": confidence})
+def submit(answer, confidence, citations=(), reasoning="read it"):
+    return json.dumps({"tool": "submit", "answer": [answer], "citations": list(citations), "reasoning": reasoning,
+                       "confidence": confidence})
+
+
+@dataclass(slots=True)
+class QGuideSettings(AgentSettings):
+    """AgentSettings with Q-Guide's own options (engine/agents/qguide/config.py OPTIONS) as fields."""
+
+    at_limit: str = "unknown"
+    rho_min: float | None = None
+    calibration: str | None = None
+    gate_table: dict | None = None
+    longdoc: str = "chunk"
 
 
 def forced(messages) -> bool:
@@ -54,7 +67,7 @@ def forced(messages) -> bool:
 
 
 def run(tmp_path, corpus, policy, questions, **settings):
-    settings = AgentSettings(agent="qguide", observe="text", **settings)
+    settings = QGuideSettings(agent="qguide", observe="text", **settings)
     backend = ScriptedBackend(policy)
     out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
     RolloutRunner(backend, settings, AgentEnv(corpus), out, concurrency=4).run(questions)
@@ -90,20 +103,48 @@ def test_parallel_calls_are_one_round_and_each_is_an_observation(tmp_path, corpu
     assert t["steps"][0]["context"]["pages"] > 0 and t["steps"][1]["context"]["observations"] > 0
 
 
-def test_the_last_round_is_forced_and_no_submission_is_unknown(tmp_path, corpus):
+@pytest.mark.parametrize("max_rounds", [1, 3])
+def test_t_max_counts_evidence_rounds_and_the_limit_turn_is_submit_unknown(tmp_path, corpus, max_rounds):
+    """T_max rounds of tool calls run; the policy asking for more on the turn after them is Eq. 3's
+    submit_unknown: no more tools run and the answer is Unknown. The limit turn is a free turn."""
+    def policy(qid, turn, messages):
+        return perceive(("text_recovery", {"document": "memo", "page": 1}))  # never submits
+
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=max_rounds)
+    t = trajs["q1"]
+    assert [s["role"] for s in t["steps"]] == ["policy"] * (max_rounds + 1)
+    rounds_run = [s for s in t["steps"] if s["tool_result"] and "observations" in s["tool_result"]]
+    assert len(rounds_run) == max_rounds and t["qguide"]["rounds"] == max_rounds
+    assert all("perceive" in json.dumps(turn.schema) for _, turn in backend.submitted)  # never forced
+    assert "no more tools run" in t["steps"][-1]["tool_result"]["error"]
+    assert preds["q1"].answer == ["Unknown"] and t["qguide"]["decision"] == "submit_unknown"
+    assert t["qguide"]["at_limit"] == "unknown" and preds["q1"].extra["finish"] == "max_rounds"
+
+
+def test_a_submission_on_the_limit_turn_meets_the_gate(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        if turn <= 2:
+            return perceive(("text_recovery", {"document": "memo", "page": turn}))
+        return submit("$48,250", "high", [{"document": "memo", "page": 1}])
+
+    preds, trajs, _ = run(tmp_path, corpus, policy, [q()], max_rounds=2)
+    assert preds["q1"].answer == ["$48,250"] and trajs["q1"]["qguide"]["decision"] == "passed"
+    assert trajs["q1"]["qguide"]["rounds"] == 2 and trajs["q1"]["qguide"]["turns"] == 3
+
+
+def test_at_limit_force_admits_only_submit_after_t_max_rounds(tmp_path, corpus):
     def policy(qid, turn, messages):
         return perceive(("text_recovery", {"document": "memo", "page": 1}))  # never submits, even when forced
 
-    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3)
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3, at_limit="force")
     schemas = [turn.schema for _, turn in backend.submitted]
-    assert [("perceive" in json.dumps(s)) for s in schemas] == [True, True, False]  # turn 3: submit only
-    assert backend.submitted[2][1].messages[-1][1] == prompts.FORCED
+    assert [("perceive" in json.dumps(s)) for s in schemas] == [True, True, True, False]  # turn 4: submit only
+    assert backend.submitted[3][1].messages[-1][1] == prompts.FORCED
     t = trajs["q1"]
-    assert [s["role"] for s in t["steps"]] == ["policy", "policy", "forced"]
-    assert "only submit" in t["steps"][2]["tool_result"]["error"]
+    assert [s["role"] for s in t["steps"]] == ["policy", "policy", "policy", "forced"]
+    assert "only submit" in t["steps"][3]["tool_result"]["error"] and t["qguide"]["rounds"] == 3
     assert preds["q1"].answer == ["Unknown"] and t["qguide"]["decision"] == "no_submission"
-    assert preds["q1"].extra["finish"] == "max_rounds"
-
+    assert preds["q1"].extra["finish"] == "max_rounds" and t["qguide"]["at_limit"] == "force"
 
 
 def test_free_rounds_have_room_for_four_calls(tmp_path, corpus):
@@ -112,11 +153,27 @@ def test_free_rounds_have_room_for_four_calls(tmp_path, corpus):
     def policy(qid, turn, messages):
         return perceive(("text_recovery", {"document": "memo", "page": 1}))
 
-    _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3, max_new_tokens=256)
+    _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=2, max_new_tokens=256, at_limit="force")
     budgets = [turn.max_new_tokens for _, turn in backend.submitted]
     assert budgets[:2] == [ROUND_TOKENS, ROUND_TOKENS] and budgets[2] in (None, 256)  # the forced turn: the usual
     _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=2, max_new_tokens=900)
     assert backend.submitted[0][1].max_new_tokens == 900  # a larger budget asked for is kept
+
+
+def test_submit_carries_a_short_reasoning_recorded_in_the_trajectory(tmp_path, corpus):
+    from engine.agents.qguide.protocol import MAX_REASONING_CHARS
+
+    def policy(qid, turn, messages):
+        return submit("$48,250", "high", reasoning="The table on page 1 states it. " * 20)
+
+    _, trajs, backend = run(tmp_path, corpus, policy, [q()])
+    t = trajs["q1"]
+    recorded = t["steps"][0]["tool_call"]["arguments"]["reasoning"]
+    assert recorded.startswith("The table on page 1 states it.") and len(recorded) <= MAX_REASONING_CHARS
+    assert t["qguide"]["reasoning"] == recorded
+    schema = backend.submitted[0][1].schema["anyOf"][1]
+    assert "reasoning" in schema["required"] and schema["properties"]["reasoning"]["maxLength"] == MAX_REASONING_CHARS
+
 
 @pytest.mark.parametrize("confidence,gate,expected", [
     ("high", "med", "passed"), ("med", "med", "passed"), ("low", "low", "passed"), ("med", "high", "verified"),
@@ -188,18 +245,34 @@ def test_targeted_lookup_is_a_model_turn_of_its_own(tmp_path, corpus):
     def policy(qid, turn, messages):
         if messages[0][1] == prompts.LOOKUP_SYSTEM:
             assert "Revenue in 2019" in messages[-1][1] and "Question: Which year?" in messages[-1][1]
-            return json.dumps({"answer": "2019"})
+            return json.dumps({"answer": "2019", "confidence": "high"})
         if turn == 1:
             return perceive(("targeted_lookup", {"document": "memo", "page": 1, "question": "Which year?"}),
                             ("text_recovery", {"document": "memo", "page": 2}))
-        assert "[o1] targeted_lookup" in messages[-1][1] and "answer: 2019" in messages[-1][1]
+        assert "[o1] targeted_lookup" in messages[-1][1] and "answer: 2019 (confidence high)" in messages[-1][1]
         return submit("$48,250", "high")
 
     preds, trajs, backend = run(tmp_path, corpus, policy, [q()])
     roles = [s["role"] for s in trajs["q1"]["steps"]]
     assert roles == ["policy", "lookup", "policy"]
-    assert trajs["q1"]["steps"][0]["tool_result"]["observations"][0]["content"]["answer"] == "2019"
-    assert backend.submitted[1][1].schema["properties"].keys() == {"answer"}
+    content = trajs["q1"]["steps"][0]["tool_result"]["observations"][0]["content"]
+    assert content["answer"] == "2019" and content["confidence"] == "high"
+    assert trajs["q1"]["steps"][1]["tool_result"]["content"]["confidence"] == "high"
+    assert backend.submitted[1][1].schema["properties"].keys() == {"answer", "confidence"}
+    assert backend.submitted[1][1].schema["required"] == ["answer", "confidence"]
+
+
+def test_a_lookup_reply_without_confidence_is_an_error_observation(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        if messages[0][1] == prompts.LOOKUP_SYSTEM:
+            return json.dumps({"answer": "2019"})
+        if turn == 1:
+            return perceive(("targeted_lookup", {"document": "memo", "page": 1, "question": "Which year?"}))
+        assert "needs 'confidence'" in messages[-1][1]
+        return submit("$48,250", "high")
+
+    preds, _, _ = run(tmp_path, corpus, policy, [q()])
+    assert preds["q1"].answer == ["$48,250"]
 
 
 def test_collection_questions_may_search(tmp_path, corpus):
@@ -277,19 +350,27 @@ def _budget_policy(qid, turn, messages):
     return perceive(("text_recovery", {"document": "memo", "page": 1 + seen % 2}))
 
 
-def test_budget_sweep_branches_equal_separate_runs(tmp_path, corpus):
+@pytest.mark.parametrize("at_limit,expected", [
+    ("unknown", {1: "Unknown", 2: "Unknown", 3: "Unknown", 4: "done", 5: "done", 6: "done"}),
+    ("force", {1: "after 1", 2: "after 2", 3: "after 3", 4: "after 4", 5: "done", 6: "done"}),
+])
+def test_budget_sweep_equals_separate_runs(tmp_path, corpus, at_limit, expected):
+    """One run at T_max = 6 answers every budget as a separate run at that budget would: under
+    `unknown` from its own turns (the limit turn is the free turn), under `force` by branches."""
     questions = [q(), q("q2", text="What was capital expenditure?")]
-    _, sweep, _ = run(tmp_path, corpus, _budget_policy, questions, max_rounds=6, max_rounds_sweep="1-6")
+    _, sweep, _ = run(tmp_path, corpus, _budget_policy, questions, max_rounds=6, max_rounds_sweep="1-6",
+                      at_limit=at_limit)
     budget = sweep["q1"]["qguide"]["budget"]
     assert sorted(budget, key=int) == ["1", "2", "3", "4", "5", "6"]
     for k in range(1, 7):
-        _, alone, _ = run(tmp_path, corpus, _budget_policy, questions, max_rounds=k)
+        _, alone, _ = run(tmp_path, corpus, _budget_policy, questions, max_rounds=k, at_limit=at_limit)
         for qid in ("q1", "q2"):
-            mine = {key: alone[qid]["qguide"][key] for key in ("answer", "decision", "turn", "confidence")}
+            mine = {key: alone[qid]["qguide"][key] for key in ("answer", "decision", "turn", "rounds", "confidence")}
             assert {key: sweep[qid]["qguide"]["budget"][str(k)][key] for key in mine} == mine, (qid, k)
-    assert budget["1"]["answer"] == ["Unknown"] and budget["6"]["answer"] == ["done"]
-    branches = [s for s in sweep["q1"]["steps"] if "branch" in s]
-    assert {s["branch"] for s in branches} == {1, 2, 3, 4, 5}  # the main line answered T_max = 6 itself
+            assert alone[qid]["qguide"]["rounds"] == min(k, 4)  # rounds as the paper counts them
+    assert {k: budget[str(k)]["answer"][0] for k in range(1, 7)} == expected
+    branches = {s["branch"] for s in sweep["q1"]["steps"] if "branch" in s}
+    assert branches == (set() if at_limit == "unknown" else {1, 2, 3, 4})  # the main line answers the rest
 
 
 def test_a_call_repeated_in_one_round_runs_once(tmp_path, corpus):
@@ -298,7 +379,7 @@ def test_a_call_repeated_in_one_round_runs_once(tmp_path, corpus):
 
     def policy(qid, turn, messages):
         if messages[0][1] == prompts.LOOKUP_SYSTEM:
-            return json.dumps({"answer": "2019"})
+            return json.dumps({"answer": "2019", "confidence": "med"})
         if turn == 1:
             return perceive(lookup, text, lookup, text)
         assert "[o3] targeted_lookup: the same call as [o1]" in messages[-1][1]

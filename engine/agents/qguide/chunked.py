@@ -21,7 +21,7 @@ from engine.agents.qguide.config import Setup
 from engine.agents.qguide.evidence import format_observation
 from engine.agents.qguide.gate import UNKNOWN
 from engine.agents.qguide.longdoc import ChunkAnswer, adjudicate
-from engine.agents.qguide.loop import Loop, Result, build_prediction, build_trajectory, cost_summary
+from engine.agents.qguide.loop import Loop, Result, build_prediction, build_trajectory, cost_summary, finish_reason
 from engine.agents.qguide.protocol import choice_schema, parse_choice
 from engine.datasets.formats import Question
 
@@ -75,7 +75,7 @@ class ChunkedEpisode:
                 self._ties.append((budget, outcome.tied))
             else:  # every chunk abstained
                 self.budget[budget] = Result([UNKNOWN], None, "rewritten", max(r.turn for r in results),
-                                             "every chunk abstained")
+                                             "every chunk abstained", max(r.rounds for r in results))
         return self._next_tie()
 
     def _next_tie(self):
@@ -115,8 +115,7 @@ class ChunkedEpisode:
     def _finish(self) -> Done:
         self.result = self.budget[max(self.setup.budgets)]
         self.wall_s = time.perf_counter() - self.started
-        self.reason = {"passed": "answered", "verified": "answered", "rewritten": "abstained",
-                       "no_submission": "max_rounds"}.get(self.result.decision, self.result.decision)
+        self.reason = finish_reason(self.result.decision)
         return Done(self.reason)
 
     def on_tool_result(self, result):
@@ -143,8 +142,10 @@ class ChunkedEpisode:
             for name, count in chunk.summary()["tool_calls"].items():
                 calls[name] = calls.get(name, 0) + count
         return {"mode": "chunked", "document": self.setup.document, "pages": [p for c in self.chunks for p in c.pages],
-                "max_rounds": self.settings.max_rounds, "gate": self.settings.gate, "tools": self.setup.tools,
-                "turns": sum(c.turns for c in self.chunks), "observations": sum(len(c.observations) for c in self.chunks),
+                "max_rounds": self.settings.max_rounds, "at_limit": self.setup.at_limit, "gate": self.setup.gate,
+                "tools": self.setup.tools,
+                "turns": sum(c.turns for c in self.chunks), "rounds": sum(c.rounds for c in self.chunks),
+                "observations": sum(len(c.observations) for c in self.chunks),
                 "tool_calls": calls, **(self.result.to_json() if self.result else {}),
                 "budget": {str(k): v.to_json() for k, v in sorted(self.budget.items())},
                 "chunks": [{"pages": [c.pages[0], c.pages[-1]], **(c.result.to_json() if c.result else {})}

@@ -5,6 +5,10 @@ document in hand), its turn schemas, and the run's budget settings parsed from A
 names or their short forms text, visual, spatial, structure, lookup. "auto" offers all five to a
 vision model and leaves visual_detail out for a text-only one (its result is pixels only).
 Collection questions (no `document` field: MADQA, FinanceBench) also get BM25 `search`.
+
+Q-Guide's own settings beyond AgentSettings' (`OPTIONS`, read with `option`): what the limit
+turn does (`at_limit`), the gate chosen from a reliability floor (`gate = "auto"`, `rho_min`,
+`calibration`), and how a long named document is read (`longdoc`).
 """
 
 from __future__ import annotations
@@ -19,9 +23,26 @@ from tools.errors import DossierError
 from tools.perception import PERCEPTION_TOOLS
 from tools.schema import ToolSpec
 
-__all__ = ["TOOL_NAMES", "parse_tools", "parse_sweep", "check_settings", "Setup", "setup_for"]
+__all__ = ["TOOL_NAMES", "AT_LIMIT", "LONGDOC", "OPTIONS", "option", "parse_tools", "parse_sweep", "check_settings",
+           "Setup", "setup_for"]
 
 TOOL_NAMES = tuple(spec.name for spec in PERCEPTION_TOOLS)  # the paper's five, in its order
+AT_LIMIT = ("unknown", "force")  # the limit turn: Eq. 3's submit_unknown, or the forced-answer variant
+LONGDOC = ("chunk", "retrieve")  # a long named document: overlapping chunks adjudicated, or its best pages retrieved
+OPTIONS = {  # name -> default of the Q-Guide settings AgentSettings may not hold (read with `option`)
+    "at_limit": "unknown",  # after T_max evidence rounds: "unknown" (Eq. 3) or "force" (the limit turn must submit)
+    "rho_min": None,  # ρ_min, a reliability in (0, 1]: with gate "auto", τ = min{ℓ : ρ(ℓ) ≥ ρ_min}
+    "calibration": None,  # with gate "auto": a scored-by-gold calibration run directory (its documents disjoint)
+    "gate_table": None,  # with gate "auto": the resolved τ and reliability table (filled at run start, recorded)
+    "longdoc": "chunk",  # a named document longer than chunk_pages: "chunk" (Eq. 4) or "retrieve" (top pages)
+}
+
+
+def option(settings, name: str):
+    """A Q-Guide setting by name: the settings' own field when they have one, else its default (`OPTIONS`)."""
+    return getattr(settings, name, OPTIONS[name])
+
+
 _SHORT = {"text": "text_recovery", "visual": "visual_detail", "spatial": "spatial_recovery",
           "structure": "structure_recovery", "lookup": "targeted_lookup", "query": "targeted_lookup"}
 
@@ -63,8 +84,18 @@ def check_settings(settings) -> None:
     """Raise a DossierError for Q-Guide settings that cannot run (called by AgentSettings)."""
     if settings.max_rounds < 1:
         raise DossierError(f"max_rounds must be at least 1 (got {settings.max_rounds})")
-    if settings.gate not in LEVELS:
-        raise DossierError(f"gate must be one of {', '.join(LEVELS)} (got {settings.gate!r})")
+    if settings.gate not in (*LEVELS, "auto"):
+        raise DossierError(f"gate must be one of {', '.join(LEVELS)} or auto (got {settings.gate!r})")
+    if option(settings, "at_limit") not in AT_LIMIT:
+        raise DossierError(f"at_limit must be one of {', '.join(AT_LIMIT)} (got {option(settings, 'at_limit')!r})")
+    if option(settings, "longdoc") not in LONGDOC:
+        raise DossierError(f"longdoc must be one of {', '.join(LONGDOC)} (got {option(settings, 'longdoc')!r})")
+    rho_min = option(settings, "rho_min")
+    if settings.gate == "auto" and rho_min is None:
+        raise DossierError("--gate auto needs --rho-min R (a reliability in (0, 1]) and --calibration RUN_DIR "
+                           "(a run on documents split off from these questions)")
+    if rho_min is not None and not 0 < rho_min <= 1:
+        raise DossierError(f"rho_min must be a reliability in (0, 1] (got {rho_min})")
     if settings.chunk_pages < 1 or not 0 <= settings.chunk_overlap < settings.chunk_pages:
         raise DossierError(f"need chunk_pages >= 1 and 0 <= chunk_overlap < chunk_pages "
                            f"(got {settings.chunk_pages} and {settings.chunk_overlap})")
@@ -100,6 +131,8 @@ class Setup:
     page_count: int | None  # its pages
     page_counts: dict[str, int]  # pages of each document a citation may name (checked when parsing a submission)
     budgets: list[int]  # T_max values whose answers are recorded (the sweep, else [max_rounds])
+    at_limit: str = "unknown"  # the limit turn after T_max rounds: "unknown" (Eq. 3) or "force"
+    gate: str = "med"  # τ in force (low|med|high; "auto" resolved from the calibration table)
 
 
 def setup_for(question, settings, env) -> Setup:
@@ -124,4 +157,16 @@ def setup_for(question, settings, env) -> Setup:
         page_counts = {info.id: info.page_count for info in env.store.documents()}
     budgets = parse_sweep(settings.max_rounds_sweep) or [settings.max_rounds]
     return Setup(tools, round_schema(offered, citable, page_counts), submit_schema(citable, page_counts), vision,
-                 document is None, document, page_count, page_counts, budgets)
+                 document is None, document, page_count, page_counts, budgets, option(settings, "at_limit"),
+                 resolved_gate(settings))
+
+
+def resolved_gate(settings) -> str:
+    """τ of a run: the --gate level, or for "auto" the level chosen from the calibration table at run start."""
+    if settings.gate != "auto":
+        return settings.gate
+    table = option(settings, "gate_table")
+    if not table or table.get("tau") not in LEVELS:
+        raise DossierError("--gate auto was not resolved: no level reaches --rho-min in the calibration run "
+                           "(see the reliability table printed at the start); lower --rho-min or use --gate high")
+    return table["tau"]

@@ -105,7 +105,8 @@ def _content_text(obs: Observation, vision: bool) -> str:
         return (f"a zoomed image of the region ({size})" if vision else
                 f"a zoomed image of the region ({size}); this model reads text only, so it cannot see it")
     if tool == "targeted_lookup":
-        return f"question: {content.get('question')}\nanswer: {content.get('answer')}"
+        confidence = f" (confidence {content['confidence']})" if content.get("confidence") else ""
+        return f"question: {content.get('question')}\nanswer: {content.get('answer')}{confidence}"
     if tool == "structure_recovery":
         parts = [f"table {i} ({t.get('rows')}x{t.get('columns')}):\n{_table_text(t)}"
                  for i, t in enumerate(content.get("tables") or [], start=1)]

@@ -2,9 +2,10 @@
 
 The round prepared the evidence (`tools.perception.lookup.LookupRequest`: the question, the
 region's crop and its text); the same model reads it — the crop as an image for a vision
-model, the text for a text-only one — and answers in a few words, constrained to
-{"answer": "..."}. The reply becomes the call's observation; an unusable reply becomes an
-error observation, never an exception.
+model, the text for a text-only one — and answers in a few words with a confidence,
+constrained to {"answer": "...", "confidence": "low|med|high"}. The reply becomes the call's
+observation (content: question, answer, confidence); an unusable reply becomes an error
+observation, never an exception.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tools.perception.lookup import LookupRequest
 
 __all__ = ["LookupEpisode"]
 
-REPLY_TOKENS = 48  # {"answer": "..."} with a short answer
+REPLY_TOKENS = 56  # {"answer": "...", "confidence": "med"} with a short answer
 
 
 @dataclass
@@ -55,7 +56,8 @@ class LookupEpisode:
             self.observation = Observation("targeted_lookup", r.document, r.page, list(r.region), None,
                                            error=f"the reader's reply was not usable: {answer.reason}")
         else:
-            self.observation = r.observation(answer)
+            self.observation = r.observation(answer[0])
+            self.observation.content["confidence"] = answer[1]
         self.steps.append({"step": 1, "role": "lookup", "input_delta": self._delta, "raw_output": raw,
                            "tool_call": {"name": "targeted_lookup_reader", "arguments": {"question": r.question}},
                            "tool_result": self.observation.to_json(images="placeholder"),

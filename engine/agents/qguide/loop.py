@@ -1,19 +1,28 @@
 """The Q-Guide perception loop for one question (or one chunk of a long document): an episode state machine.
 
-State e_t = (question, pages in context, observations O_t). Each policy turn t either calls
-several tools at once (one round, run concurrently, each call one observation) or submits
-an answer with a confidence. Turn T_max (`max_rounds`) is forced: its schema admits only
-`submit` and it ends with a short instruction to submit. A submission then meets the gate
-(`gate.py`): at or above τ it stands; below τ one verification turn checks it against O_t,
-and an unsupported answer becomes "Unknown". No valid submission by T_max is "Unknown" too
-(Eq. 3's submit_unknown).
+State e_t = (question, pages in context, observations O_t). Each policy turn either calls
+several tools at once (one evidence round: the calls run concurrently, each is one
+observation) or submits an answer with a short reasoning and a confidence. T_max
+(`max_rounds`) counts evidence rounds, as the paper does ("multiple parallel tool calls in a
+single turn count as one turn"): T_max = 3 allows three rounds of tool calls. The turn after
+the T_max-th round is the limit turn, resolved by Eq. 3:
 
-The policy is never told its budget, so the run at T_max = k is the first k − 1 turns of the
-run at T_max = k + 1 followed by a forced turn. With `--max-rounds-sweep`, before each free
-turn k that is a budget of the sweep, the loop spawns a branch: a fork of its conversation
-(KV shared through the prefix cache) that takes exactly the forced turn a T_max = k run
-would take there, plus its gate; the main line then continues. The branch's answer is the
-T_max = k answer; a main line that submits at turn j answers every budget ≥ j itself.
+    submit         the policy submits and passes the gate φ (σ ⪰ τ; below τ, one verification
+                   turn checks the answer against O_t, and an unsupported answer is Unknown);
+    submit_unknown the policy asks for more evidence (or writes no valid turn): the answer is
+                   Unknown, no more tools run (`--at-limit unknown`, the paper's rule);
+
+or, with `--at-limit force` (the forced-answer variant), the limit turn admits only `submit`
+and ends with an instruction to submit; no valid submission there is Unknown ("no_submission").
+A malformed free turn uses up a round (it is a turn the policy spent), so every loop ends.
+
+The policy is never told its budget. With `--at-limit unknown` the limit turn is the same turn
+(same messages, same schema) as the free turn a larger budget would take, so one run at the
+largest budget answers every budget of `--max-rounds-sweep` exactly: budget b is what the
+policy did on the turn after round b (a submission, or submit_unknown when it asked for more).
+With `--at-limit force` the limit turn differs (it is forced), so before the free turn after
+round b the loop spawns a branch: a fork of its conversation (KV shared through the prefix
+cache) that takes exactly the forced turn a T_max = b run would take there, plus its gate.
 
 Every model call is one step of the trajectory, tagged with its role (policy, forced, verify,
 lookup), its round and, for a branch, its budget; `context` splits the tokens it appended into
@@ -36,7 +45,7 @@ from engine.agents.qguide.protocol import ROUND_TOKENS, PerceiveCall, SubmitCall
 from engine.datasets.formats import Prediction, Question
 from tools.perception.lookup import LookupRequest
 
-__all__ = ["Loop", "Result", "content_text", "cost_summary"]
+__all__ = ["Loop", "Result", "content_text", "cost_summary", "finish_reason"]
 
 
 def content_text(content) -> str:
@@ -52,14 +61,17 @@ class Result:
 
     answer: list[str]  # the final answer after the gate; ["Unknown"] for an abstention
     submission: SubmitCall | None  # what the policy submitted (None: no valid submission)
-    decision: str  # passed | verified | rewritten | no_submission | failed
+    decision: str  # passed | verified | rewritten | submit_unknown | no_submission | failed
     turn: int  # the policy turn that ended it
-    note: str = ""  # why, for rewritten / no_submission / failed
+    note: str = ""  # why, for rewritten / submit_unknown / no_submission / failed
+    rounds: int = 0  # evidence rounds (turns of tool calls) taken before it ended
 
     def to_json(self) -> dict:
         sub = self.submission
-        return {"answer": self.answer, "decision": self.decision, "turn": self.turn, "note": self.note,
-                "submitted": None if sub is None else sub.answer, "confidence": None if sub is None else sub.confidence,
+        return {"answer": self.answer, "decision": self.decision, "turn": self.turn, "rounds": self.rounds,
+                "note": self.note, "submitted": None if sub is None else sub.answer,
+                "confidence": None if sub is None else sub.confidence,
+                "reasoning": None if sub is None else sub.reasoning,
                 "citations": [] if sub is None or self.decision == "rewritten" else [c.to_json() for c in sub.citations]}
 
 
@@ -69,9 +81,9 @@ class Loop:
 
     Args:
         pages: pages of the named document placed in context (none for collection questions).
-        max_rounds: T_max of this loop.
+        max_rounds: T_max of this loop: evidence rounds before the limit turn.
         forced_start: for a budget branch: the messages of the turn it forces (the parent's next turn).
-        observations, turns, iterations: a branch starts from its parent's.
+        observations, turns, rounds, calls: a branch starts from its parent's.
     """
 
     question: Question
@@ -83,6 +95,7 @@ class Loop:
     forced_start: list | None = None
     observations: list = field(default_factory=list)
     turns: int = 0  # policy turns taken
+    rounds: int = 0  # evidence rounds taken (free turns that called tools, or were malformed)
     calls: int = 0  # model calls made by this episode (it seeds sampling)
     branch: int | None = None  # the budget this loop answers, when it is a branch
     steps: list[dict] = field(default_factory=list)
@@ -95,6 +108,7 @@ class Loop:
     _next: list = field(default_factory=list)  # (role, content, category) of the next policy turn
     _phase: str = "policy"  # policy | verify | done
     _forced: bool = False  # the current policy turn admits only submit
+    _limit: bool = False  # the current policy turn is the limit turn (T_max rounds taken)
     _context_full: bool = False  # the runner had to force the answer: no room left to verify
     _categories: list = field(default_factory=list)  # category of each message of the turn in flight
     _delta: str = ""
@@ -136,16 +150,17 @@ class Loop:
         return self._advance()
 
     def _advance(self):
-        """The next policy turn: forced at T_max; before a free turn that is a sweep budget, its branch."""
-        turn = self.turns + 1
-        if turn >= self.max_rounds:
+        """The next policy turn: the limit turn after T_max rounds; under `force`, a sweep budget's branch first."""
+        at_limit = self.setup.at_limit
+        self._limit = self.rounds >= self.max_rounds
+        if self._limit and at_limit == "force":
             return self._forced_turn()
         free = self._turn(self._next, self.setup.round_schema, forced=False,
                           max_new_tokens=max(self.settings.max_new_tokens, ROUND_TOKENS))
-        if turn in self.setup.budgets and self.branch is None:
-            branch = Loop(self.question, self.settings, self.env, self.setup, list(self.pages), turn,
+        if (at_limit == "force" and self.branch is None and not self._limit and self.rounds in self.setup.budgets):
+            branch = Loop(self.question, self.settings, self.env, self.setup, list(self.pages), self.rounds,
                           forced_start=list(self._next), observations=list(self.observations), turns=self.turns,
-                          calls=self.calls, branch=turn)
+                          rounds=self.rounds, calls=self.calls, branch=self.rounds)
             self._waiting, self._awaiting = free, "branch"
             return Spawn([branch], fork=True)
         return free
@@ -179,17 +194,35 @@ class Loop:
             record["tool_result"] = {"error": call.reason}
             if self._forced:
                 return self._finish(Result([UNKNOWN], None, "no_submission", self.turns,
-                                           f"no valid submission by the last turn ({call.reason})"))
+                                           f"no valid submission by the last turn ({call.reason})", self.rounds))
+            if self._limit:
+                return self._finish(self._submit_unknown(f"no valid turn after {self.rounds} rounds ({call.reason})"))
+            self._spend_round(f"no valid turn after {self.rounds} rounds ({call.reason})")
             self._next = [(self.settings.message_role, prompts.MALFORMED.format(reason=call.reason), "turn")]
             return self._advance()
         record["tool_call"] = call.to_json()
         if isinstance(call, PerceiveCall):
+            if self._limit:  # Eq. 3: φ = 0 at t ≥ T_max
+                record["tool_result"] = {"error": f"T_max = {self.max_rounds} rounds taken: no more tools run"}
+                return self._finish(self._submit_unknown(
+                    f"the policy asked for more evidence after T_max = {self.max_rounds} rounds"))
+            self._spend_round(f"the policy asked for more evidence after {self.rounds} rounds")
             self._pending = record
             self.search_history += [a.get("query", "") for n, a in call.calls if n == SEARCH]
             env, toolkit, s, setup = self.env, self.env.perception, self.settings, self.setup
             return ToolJob(lambda: run_round(call.calls, toolkit, env, setup.tools, s.k, setup.vision, s.image_dpi,
                                              s.image_max_pixels))
         return self._on_submit(call, record)
+
+    def _submit_unknown(self, note: str) -> Result:
+        return Result([UNKNOWN], None, "submit_unknown", self.turns, note, self.rounds)
+
+    def _spend_round(self, note: str) -> None:
+        """A free turn that did not submit: one more round. Under `unknown`, a budget of the sweep equal to the
+        rounds taken before it ends here with submit_unknown (its limit turn is this very turn)."""
+        if self.setup.at_limit == "unknown" and self.branch is None and self.rounds in self.setup.budgets:
+            self.budget.setdefault(self.rounds, self._submit_unknown(note))
+        self.rounds += 1
 
     def _record(self, raw: str, tokens: dict, model_s: float) -> dict:
         appended = tokens.get("appended") or []
@@ -207,15 +240,17 @@ class Loop:
         return record
 
     def _on_submit(self, call: SubmitCall, record: dict):
-        gate = self.settings.gate
+        gate = self.setup.gate
         if passes_gate(call.confidence, gate):
-            return self._finish(Result(call.answer, call, "passed", self.turns))
+            return self._finish(Result(call.answer, call, "passed", self.turns, "", self.rounds))
         if not self.observations:
             return self._finish(Result([UNKNOWN], call, "rewritten", self.turns,
-                                       f"confidence {call.confidence} is below {gate} and no observation was recorded"))
+                                       f"confidence {call.confidence} is below {gate} and no observation was recorded",
+                                       self.rounds))
         if self._context_full:
             return self._finish(Result([UNKNOWN], call, "rewritten", self.turns,
-                                       f"confidence {call.confidence} is below {gate} and the context has no room to verify"))
+                                       f"confidence {call.confidence} is below {gate} and the context has no room to verify",
+                                       self.rounds))
         self._phase, self._submission = "verify", call
         message = prompts.verify_prompt(call.answer, call.confidence, gate, len(self.observations))
         return self._turn([(self.settings.message_role, message, "turn")], verify_schema(len(self.observations)),
@@ -226,13 +261,14 @@ class Loop:
         parsed = parse_verdict(raw)
         if isinstance(parsed, Malformed):
             record["tool_result"] = {"error": parsed.reason}
-            return self._finish(Result([UNKNOWN], call, "rewritten", self.turns, f"unusable verdict: {parsed.reason}"))
+            return self._finish(Result([UNKNOWN], call, "rewritten", self.turns, f"unusable verdict: {parsed.reason}",
+                                       self.rounds))
         verdict = judge_verdict(parsed[0], parsed[1], [o.ok for o in self.observations])
         record["tool_call"] = {"name": "verify", "arguments": {"supported": parsed[0], "observation": parsed[1]}}
         record["tool_result"] = {"supported": verdict.supported, "reason": verdict.reason}
         if verdict.supported:
-            return self._finish(Result(call.answer, call, "verified", self.turns, verdict.reason))
-        return self._finish(Result([UNKNOWN], call, "rewritten", self.turns, verdict.reason))
+            return self._finish(Result(call.answer, call, "verified", self.turns, verdict.reason, self.rounds))
+        return self._finish(Result([UNKNOWN], call, "rewritten", self.turns, verdict.reason, self.rounds))
 
     # --- tools and children -------------------------------------------------------------------
     def on_tool_result(self, result):
@@ -285,17 +321,16 @@ class Loop:
     def _finish(self, result: Result) -> Done:
         self.result, self._phase = result, "done"
         self.wall_s = time.perf_counter() - self.started
-        if self.branch is None:  # the main line answers its own budget and every budget above the turn it ended
+        if self.branch is None:  # the main line answers every budget of at least the rounds it took
             for budget in self.setup.budgets:
-                if budget >= result.turn and budget not in self.budget:
+                if budget >= result.rounds and budget not in self.budget:
                     self.budget[budget] = result
-        self.reason = {"passed": "answered", "verified": "answered", "rewritten": "abstained",
-                       "no_submission": "max_rounds"}.get(result.decision, result.decision)
+        self.reason = finish_reason(result.decision)
         return Done(self.reason)
 
     def fail(self, reason: str) -> Done:
         """The engine failed a turn or the context ran out: no answer."""
-        self._finish(Result([UNKNOWN], None, "failed", self.turns, reason))
+        self._finish(Result([UNKNOWN], None, "failed", self.turns, reason, self.rounds))
         self.reason = reason
         return Done(reason)
 
@@ -307,8 +342,9 @@ class Loop:
                 for call in step["tool_call"]["arguments"].get("calls", []):
                     calls[call["name"]] = calls.get(call["name"], 0) + 1
         return {"mode": "collection" if self.setup.collection else "document", "document": self.setup.document,
-                "pages": list(self.pages), "max_rounds": self.max_rounds, "gate": self.settings.gate,
-                "tools": self.setup.tools, "turns": self.turns, "observations": len(self.observations),
+                "pages": list(self.pages), "max_rounds": self.max_rounds, "at_limit": self.setup.at_limit,
+                "gate": self.setup.gate, "tools": self.setup.tools, "turns": self.turns, "rounds": self.rounds,
+                "observations": len(self.observations),
                 "tool_calls": calls, **(self.result.to_json() if self.result else {}),
                 "budget": {str(k): v.to_json() for k, v in sorted(self.budget.items())},
                 "cost": cost_summary(self.steps, len(self.pages), self.turns)}
@@ -319,6 +355,12 @@ class Loop:
 
     def trajectory(self) -> dict:
         return build_trajectory(self.question, self.result, self.steps, self.reason, self.summary())
+
+
+def finish_reason(decision: str) -> str:
+    """The prediction's `finish` for a decision: answered, abstained, max_rounds, or the failure."""
+    return {"passed": "answered", "verified": "answered", "rewritten": "abstained", "submit_unknown": "max_rounds",
+            "no_submission": "max_rounds"}.get(decision, decision)
 
 
 def cost_summary(steps: list[dict], pages_in_context: int, turns: int) -> dict:

@@ -24,7 +24,7 @@ TOOL_LINES = {
     "structure_recovery": "structure_recovery(document, page, region, kind): tables as rows of cells with their "
                           "colours, and form fields as label: value.",
     "targeted_lookup": "targeted_lookup(document, page, region, question): ask a precise question about one "
-                       "region you have located; returns a short answer.",
+                       "region you have located; returns a short answer with a confidence.",
     "search": "search(query): BM25 over every page of the collection; returns the best pages as "
               "\"File: <document>, Page: <n>\" with their text. Keywords are AND-ed; OR and \"phrases\" work.",
 }
@@ -38,9 +38,9 @@ Each turn, reply with one JSON object:
 - {{"tool": "perceive", "calls": [...]}}: call one or more tools at once; each call is \
 {{"name": <tool>, "arguments": {{...}}}}. A region is [left, top, right, bottom] as fractions \
 of the page (0 to 1); leave it out for the whole page. Results come back as observations [o1], [o2], ...
-- {{"tool": "submit", "answer": [...], "citations": [...], "confidence": "low" | "med" | "high"}}: \
-your final answer, the pages it comes from, and how sure the evidence makes you. Use "high" \
-only when an observation states the answer.
+- {{"tool": "submit", "answer": [...], "citations": [...], "reasoning": "...", "confidence": "low" | "med" | "high"}}: \
+your final answer, the pages it comes from, one short sentence of reasoning, and how sure the \
+evidence makes you. Use "high" only when an observation states the answer.
 
 Tools:
 {tools}
@@ -56,11 +56,11 @@ def system_prompt(tools: list[str], collection: bool) -> str:
     return _SYSTEM.format(context=context, tools="\n".join(f"- {TOOL_LINES[name]}" for name in tools))
 
 
-FORCED = "Submit your answer now, with its citations and your confidence."
+FORCED = "Submit your answer now, with its citations, a short reasoning and your confidence."
 
 MALFORMED = ("Your reply was not a valid turn ({reason}). Reply with one JSON object: "
              '{{"tool": "perceive", "calls": [...]}} or {{"tool": "submit", "answer": [...], "citations": [...], '
-             '"confidence": "med"}}.')
+             '"reasoning": "...", "confidence": "med"}}.')
 
 
 def document_intro(document: str, first: int, last: int, total: int) -> str:
@@ -88,7 +88,8 @@ def arbitration_prompt(question: str, candidates: list[tuple[list[str], str, str
 
 
 LOOKUP_SYSTEM = ("You read one region of a document page and answer a question about it in as few words as "
-                 'possible, copied from the region. Reply {"answer": "..."}; answer "Unknown" if the region '
+                 'possible, copied from the region, and say how sure the region makes you. Reply '
+                 '{"answer": "...", "confidence": "low" | "med" | "high"}; answer "Unknown" if the region '
                  "does not say.")
 
 

@@ -2,11 +2,14 @@
 
 A policy turn is one JSON object, "tool" first (the flat shape small models follow best):
     {"tool": "perceive", "calls": [{"name": "text_recovery", "arguments": {...}}, ...]}
-    {"tool": "submit", "answer": ["..."], "citations": [{"document", "page"}], "confidence": "low|med|high"}
+    {"tool": "submit", "answer": ["..."], "citations": [{"document", "page"}], "reasoning": "...",
+     "confidence": "low|med|high"}
 `perceive` is one round: its calls (1..MAX_CALLS, any of the offered tools) run concurrently and
 count as one round. The forced turn at T_max admits only `submit`. The verification turn is
 {"supported": bool, "observation": n} (n = the observation that states the answer, 0 for none);
-the arbitration turn is {"choice": n}; a targeted lookup's reader turn is {"answer": "..."}.
+the arbitration turn is {"choice": n}; a targeted lookup's reader turn is {"answer": "...",
+"confidence": "low|med|high"} (the paper's lookup "returns a short answer with confidence").
+The submission's `reasoning` is the paper's "short reasoning" (at most MAX_REASONING_CHARS).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from engine.agents.protocol import MAX_ANSWER_CHARS, MAX_ITEMS, Malformed, answe
 from engine.datasets.formats import Evidence
 from tools.schema import ToolSpec
 
-__all__ = ["LEVELS", "MAX_CALLS", "ROUND_TOKENS", "PerceiveCall", "SubmitCall", "citation_schema", "round_schema", "submit_schema", "verify_schema",
+__all__ = ["LEVELS", "MAX_CALLS", "MAX_REASONING_CHARS", "ROUND_TOKENS", "PerceiveCall", "SubmitCall", "citation_schema", "round_schema", "submit_schema", "verify_schema",
            "choice_schema", "lookup_schema", "parse_turn", "parse_verdict", "parse_choice", "parse_lookup"]
 
 LEVELS = ("low", "med", "high")  # the confidence levels, in order
@@ -27,6 +30,7 @@ MAX_CALLS = 4  # tool calls one round may make
 # Tokens a free round may generate at least: four lookup calls with regions and 160-character questions
 # measured ~400 tokens with SmolLM2's and Qwen2.5's tokenizers, over the agents' usual 256-token turn.
 ROUND_TOKENS = 480
+MAX_REASONING_CHARS = 240  # the submission's short reasoning: a sentence or two (~60 tokens)
 
 
 @dataclass(slots=True, frozen=True)
@@ -44,10 +48,11 @@ class SubmitCall:
     answer: list[str]
     citations: list[Evidence] = field(default_factory=list)
     confidence: str = "low"
+    reasoning: str = ""  # the policy's short reasoning ("" when it wrote none)
 
     def to_json(self) -> dict:
         return {"name": "submit", "arguments": {"answer": self.answer, "citations": [c.to_json() for c in self.citations],
-                                                "confidence": self.confidence}}
+                                                "reasoning": self.reasoning, "confidence": self.confidence}}
 
 
 def citation_schema(page_counts: dict[str, int]) -> dict:
@@ -80,8 +85,9 @@ def submit_schema(documents: list[str] | None = None, page_counts: dict[str, int
         params["properties"]["citations"]["items"] = citation_schema({d: page_counts[d] for d in documents})
     return {"type": "object",
             "properties": {"tool": {"const": "submit"}, **params["properties"],
+                           "reasoning": {"type": "string", "maxLength": MAX_REASONING_CHARS},
                            "confidence": {"type": "string", "enum": list(LEVELS)}},
-            "required": ["tool", "answer", "citations", "confidence"], "additionalProperties": False}
+            "required": ["tool", "answer", "citations", "reasoning", "confidence"], "additionalProperties": False}
 
 
 def round_schema(specs: list[ToolSpec], documents: list[str] | None = None,
@@ -109,8 +115,9 @@ def choice_schema(candidates: int) -> dict:
 
 
 def lookup_schema() -> dict:
-    return {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS}},
-            "required": ["answer"], "additionalProperties": False}
+    return {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS},
+                                             "confidence": {"type": "string", "enum": list(LEVELS)}},
+            "required": ["answer", "confidence"], "additionalProperties": False}
 
 
 def _object(raw: str) -> dict | Malformed:
@@ -164,7 +171,9 @@ def parse_turn(raw: str, allow_tools: bool, tool_names: list[str],
                                     else None)
         if page_counts is not None:
             citations = [c for c in citations if 1 <= c.page <= page_counts.get(c.document, 0)]
-        return SubmitCall([str(a).strip() for a in answer], citations, confidence)
+        reasoning = obj.get("reasoning")
+        reasoning = reasoning.strip()[:MAX_REASONING_CHARS] if isinstance(reasoning, str) else ""
+        return SubmitCall([str(a).strip() for a in answer], citations, confidence, reasoning)
     return Malformed(f"unknown tool {tool!r}; use 'perceive' or 'submit'")
 
 
@@ -188,11 +197,15 @@ def parse_choice(raw: str, candidates: int) -> int | Malformed:
     return choice
 
 
-def parse_lookup(raw: str) -> str | Malformed:
+def parse_lookup(raw: str) -> tuple[str, str] | Malformed:
+    """A lookup reader's reply as (answer, confidence)."""
     obj = _object(raw)
     if isinstance(obj, Malformed):
         return obj
     answer = obj.get("answer")
     if not isinstance(answer, (str, int, float)) or not str(answer).strip():
         return Malformed("the lookup reply needs a non-empty 'answer'")
-    return str(answer).strip()
+    confidence = obj.get("confidence")
+    if confidence not in LEVELS:
+        return Malformed(f"the lookup reply needs 'confidence': one of {', '.join(LEVELS)} (got {confidence!r})")
+    return str(answer).strip(), confidence

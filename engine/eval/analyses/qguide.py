@@ -27,7 +27,7 @@ from engine.eval.stats import wilson_interval
 __all__ = ["qguide_analyses", "LEVELS"]
 
 LEVELS = ("low", "med", "high")
-DECISIONS = ("passed", "verified", "rewritten", "no_submission", "failed")
+DECISIONS = ("passed", "verified", "rewritten", "submit_unknown", "no_submission", "failed")
 
 
 def _unknown(answer) -> bool:
