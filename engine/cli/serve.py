@@ -33,6 +33,12 @@ def serve(
     quantization: QuantizationOpt = None,
     threads: ThreadsOpt = "auto",
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="A web page's origin (scheme://host[:port]) allowed to call the API from a browser "
+                     "(repeatable). A request whose Origin header is another site's is refused with 403 (the "
+                     "server's own origin is always allowed)."),
+    ] = None,
     max_pinned_sessions: Annotated[int, typer.Option(help="Conversations pinned by session_id kept at once.")] = 256,
     seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
     ray: Annotated[str | None, typer.Option(help="Serve from engines on a Ray cluster: 'local' starts one here, 'auto' "
@@ -64,8 +70,9 @@ def serve(
     from tools.errors import DossierError
 
     # check the server settings before the model loads (seconds): a bad --host fails at once
+    origins = tuple(allowed_origin or ())
     ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
-                max_pinned_sessions=max_pinned_sessions)
+                max_pinned_sessions=max_pinned_sessions, allowed_origins=origins)
     from engine.cli.options import parse_threads, set_threads
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
@@ -81,14 +88,15 @@ def serve(
     if ray is not None:
         EngineConfig(**engine_kwargs)  # bad engine options fail here, before any worker loads the model
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port,
-                             api_key, max_request_mib, max_pinned_sessions)
+                             api_key, max_request_mib, max_pinned_sessions, origins)
     engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
     if engine.processor is None:
         raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
                            "folder or GGUF file with a tokenizer and chat template")
     names = tuple(served_model_name or dict.fromkeys([model, engine.adapter.name]))
     config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
-                         max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions)
+                         max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions,
+                         allowed_origins=origins)
     backend = LocalBackend(engine, max_pinned_sessions)
     backend.start()
     stats = engine.stats()
@@ -106,7 +114,7 @@ def serve(
 
 
 def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port, api_key,
-                  max_request_mib, max_pinned_sessions) -> None:
+                  max_request_mib, max_pinned_sessions, origins=()) -> None:
     """The same server with its engines on Ray workers and a prefix-aware router in front (engine/distributed/)."""
     from engine.distributed.router import RayServeBackend
     from engine.serve.app import build_app
@@ -118,7 +126,8 @@ def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, serve
         first = backend.infos[0]
         names = tuple(served_model_name or dict.fromkeys([model, first["name"]]))
         config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
-                             max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions)
+                             max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions,
+                             allowed_origins=origins)
         hosts = sorted({info["host"] for info in backend.infos})
 
         def ready(url: str) -> None:

@@ -45,3 +45,35 @@ def test_serve_refuses_another_host_without_an_api_key():
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1
     assert "--api-key" in err and "Traceback" not in err
+
+
+def test_serve_allowed_origin_lets_that_page_call_and_no_other(tiny_folder):
+    process = dossier("serve", "--model", str(tiny_folder[0]), "--port", "0", "--kv-cache-gib", "0.05",
+                      "--served-model-name", "tiny", "--allowed-origin", "https://app.example")
+    try:
+        deadline, url, seen = time.monotonic() + 120, None, []
+        while url is None and time.monotonic() < deadline:
+            line = process.stderr.readline()
+            seen.append(line)
+            if not line and process.poll() is not None:
+                break
+            match = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", line)
+            url = match.group(1) if match else None
+        assert url, "".join(seen)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 2, "temperature": 0}
+        allowed = httpx2.post(url + "/v1/chat/completions", timeout=60, json=body,
+                              headers={"Origin": "https://app.example"})
+        foreign = httpx2.post(url + "/v1/chat/completions", timeout=60, json=body,
+                              headers={"Origin": "https://evil.example"})
+        assert allowed.status_code == 200
+        assert foreign.status_code == 403
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+
+
+def test_serve_refuses_a_malformed_allowed_origin_before_loading():
+    process = dossier("serve", "--allowed-origin", "app.example/path")
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "allowed origin 'app.example/path'" in err and "Traceback" not in err
