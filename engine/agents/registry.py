@@ -62,6 +62,9 @@ _REGISTERED = (
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
               "long documents in adjudicated chunks", "engine.agents.qguide.agent:build",
               check="engine.agents.qguide.config:check_settings"),
+    AgentSpec("direct", "direct prompting (Q-Guide's baselines): one turn over the document's page images, text or "
+              "both (--inputs), Q-Guide's answer schema, no tools", "engine.agents.direct:DirectEpisode",
+              check="engine.agents.direct:check_settings"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}
