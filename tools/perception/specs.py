@@ -65,9 +65,11 @@ SPATIAL_RECOVERY = ToolSpec(
 )
 STRUCTURE_RECOVERY = ToolSpec(
     "structure_recovery",
-    "Recover tables as cells (row, column, text, text colour, fill colour) and form fields as label-value pairs. "
-    "Use it when the answer depends on a table's rows and columns, a highlighted cell, or a form entry.",
-    _params({"kind": {"type": "string", "enum": ["all", "tables", "forms"], "default": "all"}}),
+    "Recover tables as cells (row, column, text, text colour, fill colour), form fields as label-value pairs, "
+    "and the layout: text blocks in reading order (heading, paragraph, caption), headings with their levels and "
+    "the sections they open. Use it when the answer depends on a table's rows and columns, a highlighted cell, a "
+    "form entry, or where something sits in the document's structure (which section, which heading).",
+    _params({"kind": {"type": "string", "enum": ["all", "tables", "forms", "layout"], "default": "all"}}),
 )
 TARGETED_LOOKUP = ToolSpec(
     "targeted_lookup",

@@ -90,6 +90,19 @@ def _table_text(table: dict) -> str:
     return "\n".join(" | ".join(cells) for _, cells in sorted(rows.items()))
 
 
+def _layout_text(layout: dict | None) -> list[str]:
+    """The layout as an outline: headings indented by level, then each block's role and first words."""
+    if not layout or not layout.get("blocks"):
+        return []
+    lines = [f"layout: {len(layout['blocks'])} blocks in reading order, {layout['columns']} column(s)"]
+    lines += [f"{'  ' * (h['level'] - 1)}# {h['text']} (level {h['level']}, block {h['block']})"
+              for h in layout["headings"]]
+    for block in layout["blocks"]:
+        text = block["text"].replace("\n", " ")
+        lines.append(f"[b{block['index']}] {block['role']}: {text[:80]}{' …' if len(text) > 80 else ''}")
+    return lines
+
+
 def _content_text(obs: Observation, vision: bool) -> str:
     """The observation's content as text (images excepted)."""
     content = obs.content or {}
@@ -111,7 +124,8 @@ def _content_text(obs: Observation, vision: bool) -> str:
         parts = [f"table {i} ({t.get('rows')}x{t.get('columns')}):\n{_table_text(t)}"
                  for i, t in enumerate(content.get("tables") or [], start=1)]
         parts += [f"{f.get('label')}: {f.get('value')}" for f in content.get("fields") or []]
-        return "\n".join(parts) or "no table or form field found in this region"
+        parts += _layout_text(content.get("layout"))
+        return "\n".join(parts) or "no table, form field or text block found in this region"
     if tool == "spatial_recovery":
         words = content.get("words") or []
         if "corridor" in content:

@@ -22,7 +22,8 @@ TOOL_LINES = {
                         "colour (which value is red, which row is highlighted); mode line with line [x0, y0, x1, "
                         "y1]: the words along that line, in order.",
     "structure_recovery": "structure_recovery(document, page, region, kind): tables as rows of cells with their "
-                          "colours, and form fields as label: value.",
+                          "colours, form fields as label: value, and the layout (kind layout): headings by level, "
+                          "sections, text blocks in reading order.",
     "targeted_lookup": "targeted_lookup(document, page, region, question): ask a precise question about one "
                        "region you have located; returns a short answer with a confidence.",
     "search": "search(query): BM25 over every page of the collection; returns the best pages as "
