@@ -335,6 +335,34 @@ def test_a_clear_majority_needs_no_arbitration(tmp_path, corpus):
     assert trajs["f2"]["qguide"]["adjudication"]["3"] == {"votes": {"$100": 1, "$120": 2}, "winner": 1, "tied": []}
 
 
+def test_longdoc_retrieve_reads_the_best_pages_in_one_loop(tmp_path, corpus):
+    def policy(qid, turn, messages):
+        assert "#chunk" not in qid  # one loop, no chunks
+        return submit("$120", "high", [{"document": "long", "page": 5}])
+
+    question = Question("f3", "What is the annual fee?", [["$120"]], [Evidence("long", 5)], {"document": "long"})
+    preds, trajs, backend = run(tmp_path, corpus, policy, [question], chunk_pages=2, longdoc="retrieve")
+    t = trajs["f3"]["qguide"]
+    assert t["mode"] == "retrieved" and 5 in t["pages"] and len(t["pages"]) <= 2 and t["pages"] == sorted(t["pages"])
+    assert t["retrieval"]["hits"][0]["page"] == 5 and t["retrieval"]["note"] == ""
+    shown = backend.submitted[0][1].messages[1][1]
+    assert "File: long, Page: 5" in shown and "annual fee is $120" in shown
+    assert preds["f3"].answer == ["$120"] and len(backend.submitted) == 1
+    _, chunked, _ = run(tmp_path, corpus, lambda qid, turn, m: submit("$120", "high"), [question], chunk_pages=2)
+    assert chunked["f3"]["qguide"]["mode"] == "chunked"  # the default stays the paper's chunking
+
+
+def test_bad_qguide_options_are_refused_with_the_choices():
+    from tools.errors import DossierError
+
+    with pytest.raises(DossierError, match="at_limit must be one of unknown, force"):
+        QGuideSettings(agent="qguide", at_limit="never")
+    with pytest.raises(DossierError, match="longdoc must be one of chunk, retrieve"):
+        QGuideSettings(agent="qguide", longdoc="all")
+    with pytest.raises(DossierError, match="--gate auto needs --rho-min"):
+        QGuideSettings(agent="qguide", gate="auto")
+
+
 def _budget_policy(qid, turn, messages):
     """Deterministic in the conversation: perceives page 1 then 2 then 1..., submits when forced.
 

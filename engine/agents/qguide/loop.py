@@ -98,6 +98,7 @@ class Loop:
     rounds: int = 0  # evidence rounds taken (free turns that called tools, or were malformed)
     calls: int = 0  # model calls made by this episode (it seeds sampling)
     branch: int | None = None  # the budget this loop answers, when it is a branch
+    retrieval: dict | None = None  # --longdoc retrieve: the pages BM25 chose and their scores
     steps: list[dict] = field(default_factory=list)
     budget: dict = field(default_factory=dict)  # T_max -> Result (the sweep)
     result: Result | None = None
@@ -341,7 +342,8 @@ class Loop:
             if step.get("role") == "policy" and step.get("branch") is None and step["tool_call"]:
                 for call in step["tool_call"]["arguments"].get("calls", []):
                     calls[call["name"]] = calls.get(call["name"], 0) + 1
-        return {"mode": "collection" if self.setup.collection else "document", "document": self.setup.document,
+        mode = "collection" if self.setup.collection else ("retrieved" if self.retrieval else "document")
+        return {"mode": mode, "document": self.setup.document, **({"retrieval": self.retrieval} if self.retrieval else {}),
                 "pages": list(self.pages), "max_rounds": self.max_rounds, "at_limit": self.setup.at_limit,
                 "gate": self.setup.gate, "tools": self.setup.tools, "turns": self.turns, "rounds": self.rounds,
                 "observations": len(self.observations),

@@ -129,7 +129,8 @@ def qguide_analyses(questions, episodes, is_correct: Callable, level: float = 0.
     return {
         "n": n, "episodes": len(records), "gate": first.get("gate"), "tools_offered": first.get("tools"),
         "max_rounds": first.get("max_rounds"),
-        "modes": {m: sum(1 for q, _ in records if q.get("mode") == m) for m in ("document", "chunked", "collection")},
+        "modes": {m: sum(1 for q, _ in records if q.get("mode") == m)
+                  for m in ("document", "chunked", "retrieved", "collection")},
         "decisions": decisions, "submitted": submitted,
         "routed_to_verification": below / submitted if submitted else None,
         "rewritten_of_routed": decisions["rewritten"] / below if below else None,
