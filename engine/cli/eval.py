@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Annotated
 
@@ -54,7 +56,16 @@ def score(
     source: Annotated[Path, typer.Argument(help="A run directory (run.json + predictions.jsonl) or a predictions JSONL.")],
     gold: GoldOpt = None,
     trajectories: Annotated[Path | None, typer.Option("--trajectories", "-t", help="Trajectories JSONL.")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="Model for the semantic-accuracy LLM judge.")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="A local model as MADQA's LLM judge (a packaged name such "
+                                              "as qwen2.5-1.5b, a GGUF file or a model folder); its Rogan-Gladen "
+                                              "corrected accuracy becomes the headline. Judgements run batched and "
+                                              "are cached in OUT/judge_cache.jsonl (a second call reads them).")] = None,
+    calibration: Annotated[Path | None, typer.Option(help="The judge's calibration: the JSON of `dossier eval "
+                                                          "calibrate-judge --judge MODEL --out FILE` (overrides --q0, "
+                                                          "--q1, --judge-m0, --judge-m1). Under 20 labelled items: "
+                                                          "no correction, the raw judge accuracy is shown.")] = None,
+    judge_quantization: Annotated[str | None, typer.Option(help="Quantise the judge's linears at load: int8 or "
+                                                                "int4 on a CPU (see `dossier bench quant`).")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write report.json/.md/.html and items.jsonl here "
                                               "(default for a run directory: RUN_DIR/eval).")] = None,
     q0: Annotated[float, typer.Option(help="Judge specificity for the Rogan-Gladen correction.")] = 1.0,
@@ -85,36 +96,59 @@ def score(
     from engine.eval.reports.markdown import headline_rows
 
     inputs = load_inputs(source, gold, trajectories)
+    if out is None and source.is_dir():
+        out = source / "eval"
+    calibration_source, correction = "the flags (--q0/--q1/--judge-m0/--judge-m1; defaults: MADQA's judge)", None
+    if calibration is not None:
+        from engine.eval.judging import MIN_CALIBRATION_ITEMS, load_calibration
+
+        stored = load_calibration(calibration)
+        q0, q1, judge_m0, judge_m1 = stored["q0"], stored["q1"], stored["m0"], stored["m1"]
+        calibration_source = f"{calibration} ({stored['n']} labelled items, judge {stored.get('judge', '?')})"
+        if stored["n"] < MIN_CALIBRATION_ITEMS or q0 is None or q1 is None:
+            correction = (f"not corrected: the calibration has {stored['n']} labelled items (at least "
+                          f"{MIN_CALIBRATION_ITEMS}, of both kinds, are needed)")
+            q0, q1 = 1.0, 1.0  # the identity correction: the raw judge accuracy
     config = EvalConfig(calibration=JudgeCalibration(q1=q1, q0=q0, m1=judge_m1, m0=judge_m0),
                         bootstrap=bootstrap, seed=seed, docvqa_require_marker=docvqa_strict)
+    judge_stats = None
     if judge:
-        from engine.eval.llm_judge import load_engine_judge, load_engine_row_judge
+        from engine.eval.judging import BatchedJudge, JudgeCache, items_to_judge, prejudge
 
-        config.judge = load_engine_judge(judge)
+        batched = BatchedJudge(judge, {"quantization": judge_quantization} if judge_quantization else {})
+        asked = items_to_judge(inputs.questions, inputs.predictions)
+        cache = JudgeCache(out / "judge_cache.jsonl" if out else None)
+        judge_bar = None
+        if fmt is OutputFormat.human:
+            import sys
+
+            from tqdm import tqdm
+
+            judge_bar = tqdm(total=len(set(asked)), desc=f"judging with {judge}", unit="item", file=sys.stderr)
+        try:
+            config.judge, judge_stats = prejudge(asked, batched, cache, judge_bar.update if judge_bar else None)
+        finally:
+            if judge_bar is not None:
+                judge_bar.close()
         if any(q.extra.get("metadata") or q.extra.get("source_rows") for q in inputs.questions):
+            from engine.eval.llm_judge import load_engine_row_judge
+
             config.coverage_judge = load_engine_row_judge(judge)
     if drift and inputs.episodes:
         from engine.eval.embeddings import MiniLMEmbedder
 
         config.embedder = MiniLMEmbedder()
-    bar = None
-    if judge and fmt is OutputFormat.human:  # judging takes minutes; plain scoring takes seconds
-        import sys
-
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(inputs.questions), desc="scoring with the judge", unit="item", file=sys.stderr)
-        config.progress = bar.update
-    try:
-        result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, config, inputs.errors)
-    finally:
-        if bar is not None:
-            bar.close()
+    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, config, inputs.errors)
+    result.report["judge"].update(model=judge, calibration_source=calibration_source, correction=correction or
+                                  ("Rogan-Gladen with the calibration's q0, q1" if judge else None),
+                                  **({"needed": judge_stats.needed, "from_cache": judge_stats.from_cache,
+                                      "judged": judge_stats.judged, "unparsed": judge_stats.unparsed,
+                                      "seconds": judge_stats.seconds} if judge_stats else {}))
+    if correction:
+        result.report["semantic_accuracy_ci"] = None  # the identity correction's interval would claim a calibration
     result.report["inputs"] = inputs.paths
     if (inputs.run or {}).get("source") == "silver":  # mined by `dossier trajectories mine`: labelled wherever shown
         result.report["source"] = "silver"
-    if out is None and source.is_dir():
-        out = source / "eval"
     files = write_reports(out, result.report, result.items, f"Dossier evaluation: {source}") if out else None
     report = json_safe(result.report)
     if fmt is OutputFormat.json:
@@ -126,6 +160,12 @@ def score(
     typer.echo(f"{report['n']} gold items, {report['n_predictions']} predictions "
                f"({report['missing_predictions']} gold items without prediction, counted wrong; "
                f"{report['unmatched_predictions']} predictions unmatched; {report['skipped_lines']} lines skipped)")
+    if judge_stats is not None:
+        typer.echo(f"judge {judge}: {judge_stats.needed} answers needed a judgement; {judge_stats.from_cache} read from "
+                   f"the cache, {judge_stats.judged} judged in {judge_stats.seconds} s"
+                   + (f" ({judge_stats.unparsed} replies without a verdict, counted incorrect)"
+                      if judge_stats.unparsed else "")
+                   + f"; calibration from {calibration_source}" + (f"; {correction}" if correction else ""))
     _print_rows(headline_rows(report))
     counts = report["taxonomy"]["counts"]
     typer.echo("taxonomy: " + " · ".join(f"{name.replace('_', ' ')} {count}" for name, count in counts.items() if count))
@@ -309,34 +349,82 @@ def splits(
 
 @eval_app.command("calibrate-judge")
 def calibrate_judge(
-    labels: Annotated[Path, typer.Argument(help='JSONL, one item a line: {"human": "correct", "judge": "partial"}.')],
+    labels: Annotated[Path | None, typer.Argument(
+        help='JSONL, one labelled item a line: {"human": "correct", "judge": "partial"}, or with --judge '
+             '{"question": ..., "gold": [["..."]], "answer": [...], "human": "correct"} (the judge labels it). '
+             "Default: the labelled set Dossier ships for the sample suite (41 items; needs --judge).")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Run this judge model on items that carry no 'judge' "
+                                              "label (batched, cached next to --out).")] = None,
+    judge_quantization: Annotated[str | None, typer.Option(help="Quantise the judge at load: int8 or int4 on a "
+                                                                "CPU.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibration JSON here, for "
+                                              "`dossier eval RUN --judge MODEL --calibration FILE`.")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Judge sensitivity q1 and specificity q0 from human labels (partial counts as correct).
 
     Example:
-        $ dossier eval calibrate-judge labels.jsonl
-        q1 (sensitivity) = 0.980 [0.944, 0.993] over 152 human-correct items
-        q0 (specificity) = 1.000 [0.926, 1.000] over 48 human-incorrect items
-        use: dossier eval RUN --judge MODEL --q1 0.98 --q0 1 --judge-m1 152 --judge-m0 48
+        $ dossier eval calibrate-judge --judge qwen2.5-1.5b --out judge-calibration.json
+        judged 41 labelled items with qwen2.5-1.5b (41 judged, 0 from the cache)
+        q1 (sensitivity) = ... over 20 human-correct items
+        q0 (specificity) = ... over 21 human-incorrect items
+        use: dossier eval RUN --judge qwen2.5-1.5b --calibration judge-calibration.json
     """
-    from engine.eval.calibration import calibrate_judge as calibrate, load_judge_labels
+    from engine.eval.calibration import calibrate_judge as calibrate, labelled_items, load_judge_labels
     from engine.eval.reports.numbers import ci_text
+    from tools.errors import DossierError
 
-    pairs, errors = load_judge_labels(labels)
-    result = {**calibrate(pairs), "skipped_lines": [str(e) for e in errors]}
+    if labels is None:
+        from engine.datasets.judge_labels import SAMPLE_JUDGE_LABELS
+
+        if not judge:
+            raise DossierError("the shipped sample-suite labels carry no judge verdicts: give --judge MODEL "
+                               "(e.g. qwen2.5-1.5b), or a LABELS file with 'human' and 'judge' on each line")
+        items, errors, source = list(SAMPLE_JUDGE_LABELS), [], "the sample suite's labelled set (41 items)"
+    else:
+        items, errors = labelled_items(labels)
+        source = str(labels)
+    stats = None
+    if judge:
+        from engine.eval.judging import BatchedJudge, JudgeCache, JudgeItem, prejudge
+
+        todo = [JudgeItem.of(i["question"], i["gold"], i["answer"]) for i in items if "judge" not in i]
+        cache = JudgeCache(out.with_name(out.stem + ".judge_cache.jsonl") if out else None)
+        batched = BatchedJudge(judge, {"quantization": judge_quantization} if judge_quantization else {})
+        verdict_of, stats = prejudge(todo, batched, cache)
+        for item in items:
+            if "judge" not in item:
+                item["judge"] = verdict_of(item["question"], item["gold"], item["answer"]).value
+    elif any("judge" not in i for i in items):
+        raise DossierError(f"{source}: {sum('judge' not in i for i in items)} items carry no 'judge' label; give "
+                           "--judge MODEL to have a judge label them")
+    pairs, more_errors = load_judge_labels(items)
+    errors += more_errors
+    result = {**calibrate(pairs), "judge": judge, "labels": source, "skipped_lines": [str(e) for e in errors]}
+    if stats is not None:
+        result.update(judged=stats.judged, from_cache=stats.from_cache, judge_seconds=stats.seconds,
+                      unparsed=stats.unparsed)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if fmt is OutputFormat.json:
         emit_json(result)
         return
     for err in errors:
         typer.echo(f"skipped {err}", err=True)
+    if stats is not None:
+        typer.echo(f"judged {stats.needed} labelled items with {judge} ({stats.judged} judged in {stats.seconds} s, "
+                   f"{stats.from_cache} from the cache)")
     for key, name, group in (("q1", "sensitivity", "human-correct"), ("q0", "specificity", "human-incorrect")):
         value = "undefined" if result[key] is None else f"{result[key]:.3f}"
         typer.echo(f"{key} ({name}) = {value} {ci_text(result[key + '_ci'], as_percent=False, digits=3)} "
                    f"over {result['m1' if key == 'q1' else 'm0']} {group} items")
     if result["q0"] is not None and result["q1"] is not None:
-        typer.echo(f"use: dossier eval RUN --judge MODEL --q1 {result['q1']:.3g} --q0 {result['q0']:.3g} "
-                   f"--judge-m1 {result['m1']} --judge-m0 {result['m0']}")
+        if out is not None:
+            typer.echo(f"use: dossier eval RUN --judge {judge or 'MODEL'} --calibration {out}")
+        else:
+            typer.echo(f"use: dossier eval RUN --judge {judge or 'MODEL'} --q1 {result['q1']:.3g} --q0 "
+                       f"{result['q0']:.3g} --judge-m1 {result['m1']} --judge-m0 {result['m0']}")
 
 
 def register(app: typer.Typer) -> None:

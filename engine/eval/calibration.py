@@ -110,11 +110,29 @@ def _positive(value: object, where: str, field: str) -> bool:
         raise DossierError(f"{where}: {field} {value!r} is not correct/partial/incorrect, 1/0.5/0 or true/false") from None
 
 
-def load_judge_labels(path: str | Path) -> tuple[list[tuple[bool, bool]], list[LineError]]:
-    """Read (human, judge) label pairs from JSONL lines like {"human": "correct", "judge": "partial"}."""
+def labelled_items(path: str | Path) -> tuple[list[dict], list[LineError]]:
+    """The labelled items of a JSONL file (objects; anything else is a skipped line)."""
+    errors: list[LineError] = []
+    items = []
+    for number, obj in iter_jsonl(path, errors):
+        if isinstance(obj, dict):
+            items.append({**obj, "_line": number})
+        else:
+            errors.append(LineError(str(path), number, "is not a JSON object"))
+    return items, errors
+
+
+def load_judge_labels(path: str | Path | list[dict]) -> tuple[list[tuple[bool, bool]], list[LineError]]:
+    """Read (human, judge) label pairs from JSONL lines like {"human": "correct", "judge": "partial"}.
+
+    `path` may also be the items themselves (dicts, as `labelled_items` returns them).
+    """
     errors: list[LineError] = []
     pairs: list[tuple[bool, bool]] = []
-    for number, obj in iter_jsonl(path, errors):
+    numbered = ([(item.get("_line", n), item) for n, item in enumerate(path, 1)] if isinstance(path, list)
+                else iter_jsonl(path, errors))
+    path = "labelled items" if isinstance(path, list) else path
+    for number, obj in numbered:
         where = f"{path}:{number}"
         if not isinstance(obj, dict) or "human" not in obj or "judge" not in obj:
             errors.append(LineError(str(path), number, "needs both 'human' and 'judge' labels"))

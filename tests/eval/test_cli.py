@@ -139,14 +139,22 @@ def test_calibrate_judge(tmp_path):
 
 
 def test_judge_flag_scores_semantic_accuracy_on_the_engine(tmp_path, monkeypatch):
-    from .test_judge import fake_engine_module
+    from engine.eval.judge import Verdict
+    from engine.eval.judging import BatchedJudge
 
-    log = []
-    monkeypatch.setitem(sys.modules, "engine.core.llm_engine", fake_engine_module(log, '{"verdict": "partial"}'))
+    batches = []
+
+    def judge_all(self, items, on_verdict):  # the engine's part, replaced: every judged answer is partial
+        batches.append((self.model, len(items)))
+        for item in items:
+            on_verdict(item, Verdict.partial, '{"verdict": "partial"}')
+
+    monkeypatch.setattr(BatchedJudge, "judge_all", judge_all)
     gold = write_jsonl(tmp_path / "q.jsonl", gold_rows(4))
     preds = write_jsonl(tmp_path / "p.jsonl", prediction_rows(right={0, 1}, n=4))  # q2, q3 answer "nope"
-    result = runner.invoke(app, ["eval", str(preds), "--gold", str(gold), "--judge", "some-model", "--bootstrap", "0"])
+    result = runner.invoke(app, ["eval", str(preds), "--gold", str(gold), "--judge", "some-model", "--bootstrap", "0",
+                                 "--out", str(tmp_path / "eval")])
     assert result.exit_code == 0, result.output
     # raw (1 + 1 + .5 + .5) / 4 = .75, corrected .75 / .98 = 76.5%
     assert "76.5%" in result.output and "2 judge calls" in result.output
-    assert [entry[1] for entry in log if entry[0] == "load"] == ["some-model"]
+    assert batches == [("some-model", 2)]  # both answers in one batch
