@@ -363,6 +363,52 @@ def test_bad_qguide_options_are_refused_with_the_choices():
         QGuideSettings(agent="qguide", gate="auto")
 
 
+def test_tau_is_the_lowest_level_whose_reliability_reaches_rho_min():
+    from engine.agents.qguide.calibrate import choose_tau, reliability_table
+
+    # hand-built: low 1 of 4 right (and one "Unknown" that commits to nothing), med 3 of 4, high 2 of 2
+    records = ([("low", ["a"], True)] + [("low", ["b"], False)] * 3 + [("low", ["Unknown"], False)]
+               + [("med", ["c"], True)] * 3 + [("med", ["d"], False)] + [("high", ["e"], True)] * 2)
+    table = reliability_table(records)
+    assert [(r["level"], r["committed"], r["rho"]) for r in table] == [("low", 4, 0.25), ("med", 4, 0.75),
+                                                                     ("high", 2, 1.0)]
+    assert table[0]["submissions"] == 5
+    assert [choose_tau(table, rho) for rho in (0.2, 0.25, 0.5, 0.75, 0.8, 1.0)] == ["low", "low", "med", "med",
+                                                                                    "high", "high"]
+    no_med = reliability_table([("low", ["a"], False), ("high", ["b"], True)])
+    assert choose_tau(no_med, 0.5) == "high" and choose_tau(reliability_table([("low", ["a"], False)]), 0.5) is None
+
+
+def test_gate_auto_takes_tau_from_a_calibration_run_on_other_documents(tmp_path, corpus):
+    from engine.agents.qguide.calibrate import format_table, resolve_gate
+    from tools.errors import DossierError
+
+    def calibrating(qid, turn, messages):  # med answers are right, high ones wrong: ρ(med)=1, ρ(high)=0
+        return submit("$48,250" if qid == "c1" else "$2,740" if qid == "c2" else "nonsense",
+                      "high" if qid == "c3" else "med")
+
+    memo = [q("c1"), Question("c2", "Capital expenditure?", [["$2,740"]], [Evidence("memo", 2)], {"document": "memo"}),
+            Question("c3", "Revenue?", [["$48,250"]], [Evidence("memo", 1)], {"document": "memo"})]
+    run(tmp_path, corpus, calibrating, memo, gate="low")
+    calibration = tmp_path / "run0"
+    test = [Question("t1", "What is the annual fee?", [["$120"]], [Evidence("long", 5)], {"document": "long"})]
+    resolved = resolve_gate(calibration, 0.9, test)
+    assert resolved["tau"] == "med" and [r["rho"] for r in resolved["table"]] == [None, 1.0, 0.0]
+    printed = format_table(resolved)
+    assert "τ = min{ℓ : ρ(ℓ) ≥ 0.9} = med" in printed and "med   ρ 1.000  (2/2 committed" in printed
+    with pytest.raises(DossierError, match="split the questions by document"):
+        resolve_gate(calibration, 0.9, [q("t2")])  # the memo again: refused
+    with pytest.raises(DossierError, match="not a run directory"):
+        resolve_gate(tmp_path / "nowhere", 0.9, test)
+
+    def answering(qid, turn, messages):
+        return submit("$120", "high" if qid.endswith("chunk2") else "low")  # low answers go to verification
+
+    _, trajs, _ = run(tmp_path, corpus, answering, test, gate="auto", rho_min=0.9, gate_table=resolved,
+                      chunk_pages=6)
+    assert trajs["t1"]["qguide"]["gate"] == "med" and trajs["t1"]["qguide"]["decision"] == "rewritten"
+
+
 def _budget_policy(qid, turn, messages):
     """Deterministic in the conversation: perceives page 1 then 2 then 1..., submits when forced.
 
