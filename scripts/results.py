@@ -159,11 +159,11 @@ def _say(text: str) -> None:
 
 
 def _call(args: list[str], log: Path | None = None) -> None:
-    _say(" ".join(args[2:]) if args[:3] == _dossier() else " ".join(args))
+    _say(" ".join(["dossier", *args[3:]]) if args[:3] == _dossier() else " ".join(args))
     with (log.open("a") if log else open(os.devnull, "w")) as sink:
         done = subprocess.run(args, cwd=ROOT, stdout=sink if log else None, stderr=subprocess.STDOUT if log else None)
     if done.returncode:
-        raise SystemExit(f"results: {' '.join(args[2:])} failed with exit status {done.returncode}"
+        raise SystemExit(f"results: dossier {' '.join(args[3:])} failed with exit status {done.returncode}"
                          + (f"; see {log}" if log else ""))
 
 
