@@ -128,7 +128,7 @@ def qguide_analyses(questions, episodes, is_correct: Callable, level: float = 0.
     first = records[0][0]
     return {
         "n": n, "episodes": len(records), "gate": first.get("gate"), "tools_offered": first.get("tools"),
-        "max_rounds": first.get("max_rounds"),
+        "max_rounds": first.get("max_rounds"), "at_limit": first.get("at_limit"),
         "modes": {m: sum(1 for q, _ in records if q.get("mode") == m)
                   for m in ("document", "chunked", "retrieved", "collection")},
         "decisions": decisions, "submitted": submitted,

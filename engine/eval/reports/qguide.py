@@ -20,8 +20,12 @@ def qguide_lines(q: dict) -> list[str]:
     """The Q-Guide block of `dossier eval`'s terminal output."""
     d = q["decisions"]
     lines = [f"Q-Guide: {q['episodes']} episodes ({', '.join(f'{m} {c}' for m, c in q['modes'].items() if c)}), "
-             f"gate τ={q['gate']}, T_max={q['max_rounds']}, mean turns {q['mean_turns']:.2f}",
+             f"gate τ={q['gate']}, T_max={q['max_rounds']} "
+             + (f"rounds (at the limit: {q['at_limit']})" if q.get("at_limit") else
+                "turns (an older run: its forced last turn counted in T_max)")
+             + f", mean turns {q['mean_turns']:.2f}",
              f"gate: passed {d['passed']} · verified {d['verified']} · rewritten to Unknown {d['rewritten']} · "
+             f"submit_unknown at T_max {d.get('submit_unknown', 0)} · "
              f"no submission {d['no_submission']} · failed {d['failed']}; routed to verification "
              f"{pct(q['routed_to_verification'])}, of which rewritten {pct(q['rewritten_of_routed'])}; "
              f"abstained (Unknown) {q['abstained']}"]
