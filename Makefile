@@ -10,6 +10,8 @@ DEMO_DIR ?= demo-out
 # The demo's model: `default` (SmolLM2-135M, embedded) finishes the demo in minutes on 2 cores;
 # qwen2.5-0.5b / qwen2.5-1.5b need `make install-cpu-models` (see README, Models).
 DEMO_MODEL ?= default
+# Extra `dossier run` flags for the demo, e.g. DEMO_FLAGS="--quantization int8" with qwen2.5-1.5b on a CPU.
+DEMO_FLAGS ?=
 # Binary wheels only (--only-binary :all:): never a source build. Progress lines, not bars, so logs read well.
 PIP := $(BIN)/python -m pip install --only-binary :all: --progress-bar off
 # Prints a line every 10 s while a long quiet step (pip unpacking torch) runs, so a log shows it is alive.
@@ -52,7 +54,7 @@ demo: $(STAMP)
 	$(BIN)/dossier ingest $(DEMO_DIR)/sample/pdfs --corpus $(DEMO_DIR)/corpus
 	$(BIN)/dossier index --corpus $(DEMO_DIR)/corpus
 	$(BIN)/dossier retrieval-eval --corpus $(DEMO_DIR)/corpus --questions $(DEMO_DIR)/sample/questions.jsonl
-	$(BIN)/dossier run --agent bm25 --model $(DEMO_MODEL) --questions $(DEMO_DIR)/sample/questions.jsonl \
+	$(BIN)/dossier run --agent bm25 --model $(DEMO_MODEL) $(DEMO_FLAGS) --questions $(DEMO_DIR)/sample/questions.jsonl \
 		--corpus $(DEMO_DIR)/corpus --out $(DEMO_DIR)/run-bm25
 	$(BIN)/dossier eval $(DEMO_DIR)/run-bm25
 	@echo "make demo: $$(( $$(date +%s) - $$(cat $(DEMO_DIR)/.demo-started) )) s (install not included)"
