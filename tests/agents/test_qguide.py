@@ -400,6 +400,12 @@ def test_gate_auto_takes_tau_from_a_calibration_run_on_other_documents(tmp_path,
         resolve_gate(calibration, 0.9, [q("t2")])  # the memo again: refused
     with pytest.raises(DossierError, match="not a run directory"):
         resolve_gate(tmp_path / "nowhere", 0.9, test)
+    from engine.agents.qguide.calibrate import prepare_run
+
+    write_jsonl(tmp_path / "test.jsonl", test)
+    kwargs = {"gate": "auto", "rho_min": 0.9, "calibration": str(calibration)}
+    assert "= med" in prepare_run(kwargs, tmp_path / "test.jsonl") and kwargs["gate_table"]["tau"] == "med"
+    assert prepare_run({"gate": "med"}, tmp_path / "test.jsonl") is None
 
     def answering(qid, turn, messages):
         return submit("$120", "high" if qid.endswith("chunk2") else "low")  # low answers go to verification

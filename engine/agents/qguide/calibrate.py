@@ -24,7 +24,7 @@ from engine.agents.qguide.protocol import LEVELS
 from engine.datasets.formats import load_questions
 from tools.errors import DossierError
 
-__all__ = ["reliability_table", "choose_tau", "resolve_gate", "format_table", "question_documents"]
+__all__ = ["reliability_table", "choose_tau", "resolve_gate", "format_table", "question_documents", "prepare_run"]
 
 
 def _committed(answer) -> bool:
@@ -134,3 +134,22 @@ def format_table(resolved: dict) -> str:
                      f"{row['submissions']} submissions){mark}")
     lines.append(f"τ = min{{ℓ : ρ(ℓ) ≥ {resolved['rho_min']}}} = {resolved['tau']}")
     return "\n".join(lines)
+
+
+def prepare_run(settings_kwargs: dict, questions_path: str | Path) -> str | None:
+    """Resolve `--gate auto` before a run starts: fill `gate_table` into the settings (so run.json records the
+    table and τ) and return the text to print; None when the gate is a fixed level.
+
+    Raises:
+        DossierError: as `resolve_gate`, or --gate auto without --rho-min / --calibration.
+    """
+    if settings_kwargs.get("gate") != "auto":
+        return None
+    rho_min, calibration = settings_kwargs.get("rho_min"), settings_kwargs.get("calibration")
+    if rho_min is None or calibration is None:
+        raise DossierError("--gate auto needs --rho-min R (a reliability in (0, 1]) and --calibration RUN_DIR "
+                           "(a Q-Guide run on questions about other documents)")
+    questions, _ = load_questions(questions_path)
+    resolved = resolve_gate(calibration, float(rho_min), questions)
+    settings_kwargs["gate_table"] = resolved
+    return format_table(resolved)
