@@ -10,8 +10,8 @@ from engine.agents.env import AgentEnv
 from engine.agents.runner import RolloutRunner
 from engine.agents.settings import AgentSettings
 from engine.datasets import load_predictions
-from tests.agents.workflow_scripted import (REVENUE_2023, build_corpus, code_reply, doc, plan_reply, question, reader,
-                                            workflow_policy)
+from tests.agents.workflow_scripted import (REVENUE_2023, answer_reply, build_corpus, code_reply, doc, plan_reply,
+                                            question, reader, structurer, workflow_policy)
 
 
 @pytest.fixture(scope="module")
@@ -35,40 +35,58 @@ def run(tmp_path, corpus, policy, questions=None, **settings):
     return summary, {p.id: p for p in preds}, {t["id"]: t for t in trajs}, backend
 
 
-def test_plan_extract_normalise_code_end_to_end(tmp_path, corpus):
-    summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy())
+def test_plan_extract_structure_code_answer_end_to_end(tmp_path, corpus):
+    summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy(answers=[answer_reply("131.475 million")]))
     p, t = preds["w1"], trajs["w1"]
-    assert p.answer == "131.475"  # (97.3 + 225.8 + 131.5 + 71.3) / 4, printed by the sandboxed program
+    assert p.answer == "131.475 million"  # the final-answer turn's, not the program's stdout
     assert summary.reasons == {"answered": 1}
     annual_2023 = sorted(doc(c, 2023) for c in REVENUE_2023)
     assert sorted((c.document, c.page) for c in p.citations) == [(d, 2) for d in annual_2023]
     flow = t["workflow"]
     assert flow["plan"]["documents"] == annual_2023  # the sustainability report of 2023 is filtered out
-    assert {r["document"]: r["value"] for r in flow["records"]} == {doc(c, 2023): v for c, v in REVENUE_2023.items()}
+    assert {r["document"]: r["revenue"] for r in flow["records"]} == {doc(c, 2023): v for c, v in REVENUE_2023.items()}
+    assert {r["revenue_unit"] for r in flow["records"]} == {"USD million"}
     alder = next(x for x in flow["extractions"] if x["document"] == "alder-ar-2023")
-    assert alder["subquery"] == "What was the revenue of Alder in 2023?"  # the template filled by Dossier
-    assert alder["record"] == {"value": "97,300", "scale": "thousands", "unit": "USD", "page": 2}
+    assert alder["subquery"] == "What was the revenue of Alder in 2023 (annual report)?"  # filled by Dossier
+    assert alder["answer"] == ["Revenue 97,300 (thousands of US dollars)"]
+    alder_record = next(x for x in flow["structuring"] if x["document"] == "alder-ar-2023")
+    assert alder_record["record"] == {"revenue": {"value": "97,300", "scale": "thousands", "unit": "USD"}, "page": 2}
     alder_steps = steps_of(t, "alder-ar-2023")
     assert [s["tool_call"]["name"] for s in alder_steps] == ["search", "answer", "record"]
     assert alder_steps[0]["tool_result"]["pages"][0] == {"document": "alder-ar-2023", "page": 2}
-    # plan, then each document's calls in the plan's document order, then code; numbered over the whole episode
-    assert [s["stage"] for s in t["steps"]] == ["plan"] + ["extract"] * 12 + ["code"]
-    assert [s.get("document") for s in t["steps"][1:-1]] == [d for d in annual_2023 for _ in range(3)]
-    assert [s["step"] for s in t["steps"]] == list(range(1, 15))
-    assert [t["steps"][n - 1] for n in alder["step_numbers"]] == alder_steps and "steps" not in alder
-    assert t["steps"][-1]["tool_result"]["ok"] and t["workflow"]["code"][0]["result"]["stdout"] == "131.475\n"
-    assert "Record: 97.3 USD million (printed 97,300 thousands USD, page 2)" in p.extra["document_dialogs"]["alder-ar-2023"]
-    assert backend.opened == backend.closed == 1 + 4  # the parent and one session per document
-    child_turns = [turn for qid, turn in backend.submitted if "/" in qid]
-    assert len(child_turns) == 12 and all(t.schema is not None for t in child_turns)
+    # plan, each document's extraction, each document's structuring, then code and answer; numbered over the episode
+    assert [s["stage"] for s in t["steps"]] == ["plan"] + ["extract"] * 8 + ["structure"] * 4 + ["code", "answer"]
+    assert [s.get("document") for s in t["steps"][1:9]] == [d for d in annual_2023 for _ in range(2)]
+    assert [s["step"] for s in t["steps"]] == list(range(1, 16))
+    assert [t["steps"][n - 1] for n in alder["step_numbers"]] == alder_steps[:2] and "steps" not in alder
+    assert t["steps"][-2]["tool_result"]["ok"] and t["workflow"]["code"][0]["result"]["stdout"] == "131.475\n"
+    answer_prompt = t["steps"][-1]["input_delta"]  # the task, the records, the code and its output in one turn
+    assert "Task: What was the average revenue" in answer_prompt and '"revenue": 97.3' in answer_prompt
+    assert "statistics.mean" in answer_prompt and "It printed:\n131.475" in answer_prompt
+    dialog = p.extra["document_dialogs"]["alder-ar-2023"]
+    assert "A: Revenue 97,300 (thousands of US dollars) (pages 2)" in dialog and "Record: revenue 97.3" in dialog
+    assert backend.opened == backend.closed == 1 + 4 + 4  # the parent, one extraction and one structuring per document
+    child_turns = [turn for qid, turn in backend.submitted if "/" in qid and "/structure/" not in qid]
+    assert len(child_turns) == 8 and all(t.schema is not None for t in child_turns)
     search_schema = child_turns[0].schema  # citations may name only the document being read
     assert search_schema["anyOf"][1]["properties"]["citations"]["items"]["properties"]["document"]["enum"] in (
         [[d] for d in annual_2023])
 
 
+def test_the_records_grow_document_by_document(tmp_path, corpus):
+    _, _, trajs, backend = run(tmp_path, corpus, workflow_policy())
+    prompts = [turn.messages[1][1] for qid, turn in backend.submitted if "/structure/" in qid]
+    shown = [p.split("Records so far: ", 1)[1].split("\n\nNew document", 1)[0] for p in prompts]
+    assert shown[0] == "[] (this is the first document)"
+    assert [len(json.loads(s)) for s in shown[1:]] == [1, 2, 3]  # each structuring sees the records before it
+    assert json.loads(shown[3])[0]["document"] == "alder-ar-2023"
+    assert len({p.split("Records so far")[0] for p in prompts}) == 1  # one shared prefix: task and fields first
+
+
 def test_every_document_prompt_starts_with_the_same_prefix(tmp_path, corpus):
     _, _, _, backend = run(tmp_path, corpus, workflow_policy())
-    firsts = [turn.messages for qid, turn in backend.submitted if "/" in qid and len(turn.messages) == 2]
+    firsts = [turn.messages for qid, turn in backend.submitted
+              if "/" in qid and "/structure/" not in qid and len(turn.messages) == 2]
     assert len(firsts) == 4
     systems = {m[0][1] for m in firsts}
     users = [m[1][1] for m in firsts]
@@ -82,16 +100,18 @@ def test_invalid_plan_is_retried_once_with_the_error_shown(tmp_path, corpus):
     summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy(plans=[bad, plan_reply()]))
     assert preds["w1"].answer == "131.475"
     steps = trajs["w1"]["steps"]
-    assert [s["stage"] for s in steps] == ["plan", "plan"] + ["extract"] * 12 + ["code"]
+    assert [s["stage"] for s in steps] == ["plan", "plan"] + ["extract"] * 8 + ["structure"] * 4 + ["code", "answer"]
     assert "'auditor', which is not a metadata field" in steps[0]["tool_result"]["error"]
-    assert "That plan failed: 'restriction' names 'auditor'" in steps[1]["input_delta"]
+    assert "That plan failed: the plan's 'restriction' names 'auditor'" in steps[1]["input_delta"]
 
 
 @pytest.mark.parametrize(("plans", "message"), [
-    ([plan_reply(restriction={"year": [2019]}), plan_reply(subquery="Revenue of {firm}?")],
-     "the subquery uses {firm}, which is not a metadata field"),
+    ([plan_reply(restriction={"year": [2019]}),
+      plan_reply(templates=[{"subquery": "Revenue of {firm}?", "fields": ["revenue"]}])],
+     "template 1 uses {firm}, which is not a metadata field"),
     (["not json", plan_reply(restriction={"year": [2030]})], 'the restriction {"year": [2030]} selects no document'),
-    ([plan_reply(unit="parsecs")] * 2, "unit 'parsecs' is not one of"),
+    ([plan_reply(fields=[{"name": "revenue", "type": "number", "unit": "parsecs"}])] * 2,
+     "number field 'revenue' has unit 'parsecs'"),
 ])
 def test_a_plan_that_fails_twice_answers_unknown_with_the_reason(tmp_path, corpus, plans, message):
     summary, preds, trajs, backend = run(tmp_path, corpus, workflow_policy(plans=plans))
@@ -103,7 +123,7 @@ def test_a_plan_that_fails_twice_answers_unknown_with_the_reason(tmp_path, corpu
 
 
 def test_code_error_is_retried_then_answers(tmp_path, corpus):
-    codes = [code_reply("print(sum(r['value'] for r in records) / 0)"), code_reply()]
+    codes = [code_reply("print(sum(r['revenue'] for r in records) / 0)"), code_reply()]
     _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(codes=codes))
     assert preds["w1"].answer == "131.475"
     runs = trajs["w1"]["workflow"]["code"]
@@ -114,7 +134,7 @@ def test_code_error_is_retried_then_answers(tmp_path, corpus):
 
 @pytest.mark.parametrize(("codes", "message"), [
     ([code_reply("import os\nprint(os.listdir('/'))")] * 2, "module 'os' is not allowed"),
-    ([code_reply("x = [r['value'] for r in records]"), code_reply("print('x' * 3_000_000)")],
+    ([code_reply("x = [r['revenue'] for r in records]"), code_reply("print('x' * 3_000_000)")],
      "printed more than 1,000,000 bytes"),
     (['{"nothing": 1}', code_reply("print(open('/etc/passwd').read())")], "reading /etc/passwd is not allowed"),
 ])
@@ -147,7 +167,9 @@ def test_a_document_that_never_answers_is_retried_then_left_out(tmp_path, corpus
     dune_steps = steps_of(trajs["w1"], "dune-ar-2023")
     assert len(dune_steps) == 4 and len(dune["step_numbers"]) == 4  # 3 turns, then the retry that demands an answer
     assert "Answer now with the answer tool" in dune_steps[3]["input_delta"]
-    assert "Error: no answer (max_iterations)" in p.extra["document_dialogs"]["dune-ar-2023"]
+    assert "A: (no answer: no answer (max_iterations))" in p.extra["document_dialogs"]["dune-ar-2023"]
+    assert [x["document"] for x in trajs["w1"]["workflow"]["structuring"]] == ["alder-ar-2023", "birch-ar-2023",
+                                                                               "cedar-ar-2023"]  # dune not structured
 
 
 def test_a_late_answer_after_the_retry_is_used(tmp_path, corpus):
@@ -162,57 +184,49 @@ def test_a_late_answer_after_the_retry_is_used(tmp_path, corpus):
     assert calls == ["search", "search", None, "answer", "record"]  # its third turn had to answer; the retry did
 
 
-def test_normalisation_errors_are_retried_and_units_converted_by_dossier(tmp_path, corpus):
+def test_a_record_of_the_wrong_type_is_retried_and_units_converted_by_dossier(tmp_path, corpus):
     seen = {}
 
-    def child(qid, turn, messages):
-        reply = reader(qid, turn, messages)
-        if messages[-1][1].startswith("Write the revenue") and qid.endswith("cedar-ar-2023"):
-            record = json.loads(reply)
-            return json.dumps({**record, "unit": "EUR"})  # a currency the plan did not ask for
-        if messages[-1][1].startswith("That record failed"):
+    def structure(qid, turn, messages):
+        if turn == 1 and qid.endswith("cedar-ar-2023"):  # a percent where the plan asks for money
+            return json.dumps({"revenue": {"value": "131,500", "scale": "thousands", "unit": "percent"}, "page": 2})
+        if turn == 2:
             seen[qid] = messages[-1][1]
-            history = "\n".join(text for _, text in messages)
-            return json.dumps({"value": "131,500", "scale": "thousands", "unit": "USD", "page": 2})
-        return reply
+        return structurer(qid, turn, messages)
 
-    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(child=child))
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(structure=structure))
     assert preds["w1"].answer == "131.475"
-    assert "the value is in EUR but the plan asks for USD; there are no exchange rates" in seen["w1/cedar-ar-2023"]
+    assert seen["w1/structure/cedar-ar-2023"].startswith(
+        "That record failed: the page gives percent, but the plan asks for money in USD million")
+    cedar = next(x for x in trajs["w1"]["workflow"]["structuring"] if x["document"] == "cedar-ar-2023")
+    assert cedar["row"]["revenue"] == 131.5 and cedar["error"] is None  # 131,500 thousands -> 131.5 million
 
 
-def test_when_every_record_fails_normalisation_the_answer_is_unknown(tmp_path, corpus):
-    def child(qid, turn, messages):
-        if messages[-1][1].startswith(("Write the revenue", "That record failed")):
-            return json.dumps({"value": "12", "scale": "units", "unit": "percent", "page": 2})
-        return reader(qid, turn, messages)
+def test_when_every_record_fails_structuring_the_answer_is_unknown(tmp_path, corpus):
+    def structure(qid, turn, messages):
+        return json.dumps({"revenue": {"value": "12", "scale": "units", "unit": "percent"}, "page": 2})
 
-    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(child=child))
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(structure=structure))
     p = preds["w1"]
     assert p.answer == "Unknown" and p.extra["workflow"]["failure"] == {
-        "stage": "normalisation", "reason": "none of the 4 documents yielded a record"}
-    reasons = {d["reason"] for d in p.extra["workflow"]["failed_documents"]}
-    assert reasons == {"the page gives percent, but the plan asks for money in USD million"}
+        "stage": "structuring", "reason": "none of the 4 documents yielded a record"}
+    failed = p.extra["workflow"]["failed_documents"]
+    assert {d["stage"] for d in failed} == {"structuring"} and len(failed) == 4
+    assert {d["reason"] for d in failed} == {"the page gives percent, but the plan asks for money in USD million"}
 
 
-def test_without_metadata_the_question_is_unknown_at_planning(tmp_path):
-    from tests.pdfs import make_text_store
-    from tools.search import build_index
-
-    build_index(make_text_store(tmp_path / "bare", {"a": ["Revenue 1"]}))
+def test_without_corpus_metadata_the_planner_never_sees_the_gold_documents(tmp_path):
+    """The question carries MuDABench's metadata rows (its gold documents); the corpus has none: the planner must
+    not be shown those rows, so the question is Unknown at planning, with the way out, and no model call is made."""
+    root = build_corpus(tmp_path / "bare", metadata=False)
     q = question()
-    q.extra.pop("metadata")
-    _, preds, _, backend = run(tmp_path, tmp_path / "bare", workflow_policy(), questions=[q])
-    assert preds["w1"].answer == "Unknown" and "ingest the corpus with --metadata" in \
-        preds["w1"].extra["workflow"]["failure"]["reason"]
-    assert backend.submitted == []
-
-
-def test_imported_question_metadata_is_used_without_its_gold_values(tmp_path):
-    from engine.agents.workflow.plan import question_metadata
-
-    rows = question_metadata(question())
-    assert rows["alder-ar-2023"] == {"company": "Alder", "year": 2023}  # value_* (the gold facts) removed
+    assert q.extra["metadata"] and q.extra["evidence_documents"]  # the gold is there to leak
+    _, preds, trajs, backend = run(tmp_path, root, workflow_policy(), questions=[q])
+    p = preds["w1"]
+    assert p.answer == "Unknown" and p.extra["workflow"]["failure"]["stage"] == "planning"
+    assert "`dossier ingest --metadata FILE`" in p.extra["workflow"]["failure"]["reason"]
+    assert p.extra["workflow"]["metadata"] is None and backend.submitted == []
+    assert not any(d in json.dumps(trajs["w1"]) for d in q.extra["evidence_documents"])
 
 
 def test_several_questions_run_together_and_resume(tmp_path, corpus):
@@ -227,7 +241,8 @@ def test_several_questions_run_together_and_resume(tmp_path, corpus):
 
 def test_eval_counts_the_documents_searches_but_not_their_answers(tmp_path, corpus):
     """`dossier eval` of a workflow run: the children's searches are the episode's effort (4 documents x 1
-    search), and a child's answer (one document's revenue) is not taken as the question's answer."""
+    search), and a child's answer (one document's revenue) is not taken as the question's answer; the
+    final-answer step's is."""
     from engine.datasets.formats import write_jsonl
     from engine.eval.compare import load_system
     from engine.eval.analyses.steps import answer_at_budget
@@ -241,5 +256,7 @@ def test_eval_counts_the_documents_searches_but_not_their_answers(tmp_path, corp
     assert report["behaviour"]["searches_per_question"] == 4 == len(preds["w1"].search_history)
     (episode,), errors = load_trajectories(out / "trajectories.jsonl")
     assert not errors and [s.document for s in episode.searches] == sorted(doc(c, 2023) for c in REVENUE_2023)
-    assert [s.tool for s in episode.steps].count("answer") == 4  # one per document, each tagged with it
-    assert answer_at_budget(episode, 4) == (False, None)
+    answers = [s for s in episode.steps if s.tool == "answer"]
+    assert [s.document is not None for s in answers] == [True] * 4 + [False]  # one per document, then the final one
+    assert answer_at_budget(episode, 4) == (True, "131.475")  # the final-answer step's, after all 4 searches
+    assert answer_at_budget(episode, 3) == (False, None)  # no document's answer is taken for the question's

@@ -1,21 +1,27 @@
-"""The workflow agent (MuDABench, Figure 3): plan -> per-document extraction -> normalise -> code.
+"""The workflow agent (MuDABench, Figure 3): plan -> per-document extraction -> structuring -> code -> answer.
 
 One episode per analytical question, driven by the rollout runner:
 
-  plan      one model turn (JSON schema from the corpus's metadata): restriction, sub-query
-            template, fact, target unit, period. Dossier executes the restriction over the
-            documents' metadata (`dossier ingest --metadata`, or an imported MuDABench
-            question's own rows) and fills the template per selected document.
-  extract   a `Spawn` of one `DocumentEpisode` per selected document (document.py):
-            the BM25 agent searching only that document, then a record of the fact, converted
-            by Dossier to the target unit. All documents run in the same engine steps; their
-            prompts share one prefix (system prompt + question), computed once and reused.
-  code      one model turn in the plan's conversation: a Python program over the records,
-            run in tools/sandbox; what it prints is the answer, the records' pages the citations.
+  plan       one model turn (JSON schema from the corpus's metadata): a restriction, typed fields
+             and one or more sub-query templates (plan.py checks MuDABench's template rules).
+             Dossier executes the restrictions over the corpus's document metadata
+             (`dossier ingest --metadata`) and fills each template per selected document.
+             Without corpus metadata the question is Unknown at planning: an imported question's
+             own metadata rows name its gold documents, which the planner must not see.
+  extract    a `Spawn` of one `DocumentEpisode` per (template, document) (document.py): the BM25
+             agent searching only that document. All run in the same engine steps; their prompts
+             share one prefix (system prompt + question), computed once and reused.
+  structure  one `StructureEpisode` per document, in the plan's document order (structure.py):
+             its dialogs -> a typed JSON record that extends the records so far; Dossier checks
+             the types and converts units, scales and currencies (the conversion table).
+  code       one model turn in the plan's conversation: a Python program over the records, run in
+             tools/sandbox.
+  answer     one model turn: the task, the records, the code and what it printed -> the answer.
 
-A stage that fails (invalid plan, no document selected, a program that raises or prints
-nothing) is retried once with the error shown; a second failure answers "Unknown" with the
-stage and reason. Documents that yield no record are left out of the table (and listed).
+A stage that fails (a plan that breaks a rule, no document selected, a program that raises or
+prints nothing, an answer that is not JSON) is retried once with the error shown; a second
+failure answers "Unknown" with the stage and reason. Documents that yield no record are left out
+of the table and listed.
 """
 
 from __future__ import annotations
@@ -24,21 +30,33 @@ import time
 from dataclasses import dataclass, field, replace
 
 from engine.agents.actions import Done, Spawn, ToolJob, Turn
+from engine.agents.workflow.config import workflow_options
 from engine.agents.workflow.document import DocumentEpisode, DocumentView, ExtractionTask
-from engine.agents.workflow.plan import PLAN_TOKENS, Plan, fill_template, parse_plan, plan_schema, question_metadata
-from engine.agents.workflow.prompts import CODE_SYSTEM, PLAN_SYSTEM, code_user, plan_user, retry_note
+from engine.agents.workflow.plan import PLAN_TOKENS, Plan, fill_template, parse_plan, plan_schema
+from engine.agents.workflow.prompts import (ANSWER_SYSTEM, CODE_SYSTEM, PLAN_SYSTEM, answer_user, code_user,
+                                            plan_user, retry_note)
 from engine.agents.workflow.records import TARGET_UNITS, first_object
+from engine.agents.workflow.structure import StructureEpisode
 from engine.datasets.formats import Evidence, Prediction, Question
 from tools.errors import DossierError
 
-__all__ = ["WorkflowEpisode", "UNKNOWN", "CODE_TOKENS"]
+__all__ = ["WorkflowEpisode", "UNKNOWN", "CODE_TOKENS", "ANSWER_TOKENS", "NO_METADATA"]
 
 UNKNOWN = "Unknown"
 CODE_TOKENS = 256  # a short program over the records
+ANSWER_TOKENS = 96  # the final answer: a number, a name or a short list, as JSON
 MAX_CODE_CHARS = 700
 MAX_ANSWER_CHARS = 200
+MAX_OUTPUT_CHARS = 1500  # of the program's output shown to the answer turn
 CODE_SCHEMA = {"type": "object", "properties": {"code": {"type": "string", "minLength": 5, "maxLength": MAX_CODE_CHARS}},
                "required": ["code"], "additionalProperties": False}
+ANSWER_SCHEMA = {"type": "object",
+                 "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS}},
+                 "required": ["answer"], "additionalProperties": False}
+NO_METADATA = ("the corpus has no document metadata, and the planner selects documents by it: ingest the corpus "
+               "with `dossier ingest --metadata FILE` (one JSON line per document: its id and fields such as "
+               "company, year, report type). An imported question's own metadata rows are not used: they name "
+               "its gold documents")
 
 
 @dataclass
@@ -46,11 +64,12 @@ class WorkflowEpisode:
     question: Question
     settings: object  # AgentSettings
     env: object  # AgentEnv
-    stage: str = "plan"  # plan -> extract -> code -> done
-    steps: list = field(default_factory=list)  # the parent's model calls (plan, code)
+    stage: str = "plan"  # plan -> extract -> structure -> code -> answer -> done
+    steps: list = field(default_factory=list)  # the parent's model calls (plan, code, answer)
     plan: Plan | None = None
-    children: list = field(default_factory=list)  # DocumentEpisodes, in document order
-    records: list = field(default_factory=list)  # the table the program reads
+    children: list = field(default_factory=list)  # DocumentEpisodes, in (template, document) order
+    structured: list = field(default_factory=list)  # StructureEpisodes, in document order
+    records: list = field(default_factory=list)  # the table the program reads (extended document by document)
     code_runs: list = field(default_factory=list)  # {"code", "result"} per program run
     answer: str | None = None
     failure: dict | None = None  # {"stage", "reason"} when the answer is Unknown
@@ -60,14 +79,16 @@ class WorkflowEpisode:
     wall_s: float = 0.0
     _input_delta: str = ""
     _pending_code: str | None = None
+    _queue: list = field(default_factory=list)  # documents still to structure
 
     def __post_init__(self):
-        stored = self.env.store.document_metadata() if self.env is not None else {}
-        self.metadata = stored or question_metadata(self.question)  # the corpus's, else an imported question's
-        self.metadata_source = "corpus" if stored else ("question" if self.metadata else None)
         from tools.corpus.metadata import metadata_schema
 
+        self.metadata = self.env.store.document_metadata() if self.env is not None else {}
+        self.metadata_source = "corpus" if self.metadata else None  # never the question's own (gold) rows
         self.schema = metadata_schema(self.metadata)
+        self.options = workflow_options(self.settings)
+        self.table = self.options.table()
 
     @property
     def iterations(self) -> int:
@@ -76,8 +97,7 @@ class WorkflowEpisode:
     # --- plan ----------------------------------------------------------------------------------------
     def first_turn(self):
         if not self.metadata:
-            return self._give_up("planning", "no document metadata: ingest the corpus with --metadata FILE, "
-                                             "or import questions that carry their documents' metadata")
+            return self._give_up("planning", NO_METADATA)
         return self._turn([("system", PLAN_SYSTEM), ("user", plan_user(self.question.question, self.schema,
                                                                        TARGET_UNITS))],
                           plan_schema(self.schema), PLAN_TOKENS)
@@ -97,6 +117,8 @@ class WorkflowEpisode:
     def on_output(self, raw: str, turn: Turn, tokens: dict, model_s: float):
         if self.stage == "plan":
             return self._on_plan(raw, turn, tokens, model_s)
+        if self.stage == "answer":
+            return self._on_answer(raw, tokens, model_s)
         assert self.stage == "code", f"a model turn arrived in stage {self.stage}"
         return self._on_code(raw, turn, tokens, model_s)
 
@@ -110,40 +132,60 @@ class WorkflowEpisode:
         step["tool_call"] = {"name": "plan", "arguments": self.plan.to_json()}
         step["tool_result"] = {"documents": self.plan.documents}
         self.stage = "extract"
-        return Spawn([self._child(doc) for doc in self.plan.documents])
+        return Spawn([self._child(index, doc) for index, template in enumerate(self.plan.templates)
+                      for doc in template.documents])
 
-    def _child(self, document: str) -> DocumentEpisode:
-        fields = self.metadata[document]
-        task = ExtractionTask(self.question.question, document, fields, fill_template(self.plan.subquery, fields),
-                              self.plan.fact, self.plan.unit, self._page_count(document))
+    def _child(self, index: int, document: str) -> DocumentEpisode:
+        fields, template = self.metadata[document], self.plan.templates[index]
+        task = ExtractionTask(self.question.question, document, fields, fill_template(template.subquery, fields),
+                              template.fields, index, self._page_count(document))
         settings = replace(self.settings, agent="bm25", max_iterations=self.settings.extract_iterations)
-        child = Question(f"{self.question.id}/{document}", task.subquery, [], [], {})
+        suffix = document if len(self.plan.templates) == 1 else f"{document}#{index + 1}"
+        child = Question(f"{self.question.id}/{suffix}", task.subquery, [], [], {})
         return DocumentEpisode(child, settings, DocumentView(self.env, document), task=task)
 
     def _page_count(self, document: str) -> int:
         try:
             return self.env.store.document(document).page_count
         except DossierError:
-            return 1  # a document named by a question's metadata but missing from the corpus: search finds nothing
+            return 1  # a document named by the metadata but missing from the corpus: search finds nothing
 
-    # --- extract -> code -------------------------------------------------------------------------------
-    def on_children(self, children: list) -> Turn | Done:
-        self.children = list(children)
-        for child in self.children:
-            if child.normalised is not None:
-                self.records.append({"document": child.task.document, **child.task.fields,
-                                     "value": child.normalised["value"], "unit": child.normalised["unit"],
-                                     "page": child.record["page"]})
+    # --- extract -> structure (document by document) -> code -------------------------------------------
+    def on_children(self, children: list) -> Turn | Done | Spawn:
+        if self.stage == "extract":
+            self.children = list(children)
+            answered = {c.task.document for c in self.children if c.answer is not None}
+            self._queue = [d for d in self.plan.documents if d in answered]
+            self.stage = "structure"
+        else:
+            episode = children[0]
+            self.structured.append(episode)
+            if episode.row is not None:
+                self.records.append(episode.row)  # the table grows as each document is structured
+        if self._queue:
+            return Spawn([self._structure(self._queue.pop(0))])
+        return self._start_code()
+
+    def _structure(self, document: str) -> StructureEpisode:
+        mine = [c for c in self.children if c.task.document == document and c.answer is not None]
+        pages = list(dict.fromkeys(p for c in mine for p in c.pages_seen))
+        question = Question(f"{self.question.id}/structure/{document}", self.question.question, [], [], {})
+        return StructureEpisode(question, self.question.question, document, dict(self.metadata[document]),
+                                self.plan.fields_of(document), "\n".join(c.dialog() for c in mine),
+                                [dict(r) for r in self.records], pages, self._page_count(document), self.table,
+                                structured=self.settings.structured)
+
+    def _start_code(self):
         if not self.records:
-            stages = {c.failed_stage for c in self.children}
-            stage = "normalisation" if stages == {"normalisation"} else "extraction"
-            return self._give_up(stage, f"none of the {len(self.children)} documents yielded a record")
+            stages = {d["stage"] for d in self._failed_documents()}
+            stage = "structuring" if stages == {"structuring"} else "extraction"
+            return self._give_up(stage, f"none of the {len(self.plan.documents)} documents yielded a record")
         self.stage = "code"
         from tools.sandbox import DEFAULT_MODULES
 
-        columns = list(dict.fromkeys(k for r in self.records for k in r))
+        units = {f.name: f.unit for f in self.plan.fields if f.type == "number"}
         text = CODE_SYSTEM.format(modules=", ".join(DEFAULT_MODULES)) + "\n\n" + code_user(
-            self.records, columns, self.plan.unit)
+            self.question.question, self.records, units)
         return self._turn([("user", text)], CODE_SCHEMA, CODE_TOKENS)
 
     def _on_code(self, raw: str, turn: Turn, tokens: dict, model_s: float):
@@ -164,11 +206,27 @@ class WorkflowEpisode:
         self.code_runs.append({"code": self._pending_code, "result": result.to_json()})
         printed = result.stdout.strip()
         if result.ok and printed:
-            self.answer = printed[-MAX_ANSWER_CHARS:]
-            self.stage = "done"
-            return self._finish("answered")
+            self.stage = "answer"  # MuDABench's final-answer step: task, records, code and output -> the answer
+            text = ANSWER_SYSTEM + "\n\n" + answer_user(self.question.question, self.records, self._pending_code,
+                                                        printed[-MAX_OUTPUT_CHARS:])
+            return self._turn([("user", text)], ANSWER_SCHEMA, ANSWER_TOKENS)
         error = result.error if not result.ok else "the program printed nothing; print the answer"
         return self._retry("code", error, CODE_SCHEMA, CODE_TOKENS)
+
+    def _on_answer(self, raw: str, tokens: dict, model_s: float):
+        step = self._step(raw, tokens, model_s, "answer")
+        try:
+            answer = first_object(raw, "answer").get("answer")
+        except DossierError as err:
+            answer, error = None, str(err)
+        else:
+            error = "'answer' must be a non-empty string"
+        if not isinstance(answer, str) or not answer.strip():
+            step["tool_result"] = {"error": error}
+            return self._retry("answer", error, ANSWER_SCHEMA, ANSWER_TOKENS)
+        step["tool_call"] = {"name": "answer", "arguments": {"answer": answer}}
+        self.answer, self.stage = answer.strip()[:MAX_ANSWER_CHARS], "done"
+        return self._finish("answered")
 
     # --- failure and retries ---------------------------------------------------------------------------
     def _retry(self, stage: str, error: str, schema: dict, max_new_tokens: int):
@@ -176,8 +234,8 @@ class WorkflowEpisode:
         if stage in self.retried:
             return self._give_up(stage, error)
         self.retried.add(stage)
-        return self._turn([("user", retry_note("plan" if stage == "planning" else "program", error))], schema,
-                          max_new_tokens)
+        what = {"planning": "plan", "code": "program", "answer": "answer"}[stage]
+        return self._turn([("user", retry_note(what, error))], schema, max_new_tokens)
 
     def _give_up(self, stage: str, reason: str) -> Done:
         self.failure = {"stage": stage, "reason": reason}
@@ -191,11 +249,12 @@ class WorkflowEpisode:
 
     def force_answer(self, note: str) -> Turn:
         """The context is nearly full: the same stage once more, with the note (the runner fails it if it still does not fit)."""
-        schema = CODE_SCHEMA if self.stage == "code" else plan_schema(self.schema)
-        return self._turn([("user", note)], schema if self.settings.structured else None, CODE_TOKENS)
+        schema, tokens = {"code": (CODE_SCHEMA, CODE_TOKENS), "answer": (ANSWER_SCHEMA, ANSWER_TOKENS)}.get(
+            self.stage, (plan_schema(self.schema), PLAN_TOKENS))
+        return self._turn([("user", note)], schema, tokens)
 
     def fail(self, reason: str) -> Done:
-        stage = {"plan": "planning", "code": "code"}.get(self.stage, "extraction")
+        stage = {"plan": "planning", "code": "code", "answer": "answer"}.get(self.stage, self.stage)
         return self._give_up(stage, reason)
 
     # --- records ---------------------------------------------------------------------------------------
@@ -203,56 +262,85 @@ class WorkflowEpisode:
         return list(dict.fromkeys(Evidence(r["document"], r["page"]) for r in self.records)) if self.answer != UNKNOWN \
             else []
 
+    def _failed_documents(self) -> list[dict]:
+        """Documents left out of the table: no sub-question answered, or a record that failed twice."""
+        out = []
+        for document in (self.plan.documents if self.plan else []):
+            mine = [c for c in self.children if c.task.document == document]
+            if mine and all(c.answer is None for c in mine):
+                out.append({"document": document, "stage": "extraction", "reason": mine[0].error})
+        out += [{"document": s.document, "stage": "structuring", "reason": s.error} for s in self.structured
+                if s.row is None]
+        return out
+
+    def _unconverted(self) -> list[dict]:
+        return [{"document": s.document, **u} for s in self.structured for u in s.unconverted]
+
+    def _dialogs(self) -> dict[str, str]:
+        """Each document's dialog for MuDABench's coverage judge: its sub-questions, answers and record."""
+        out = {}
+        for document in (self.plan.documents if self.plan else []):
+            lines = [c.dialog() for c in self.children if c.task.document == document]
+            done = next((s for s in self.structured if s.document == document), None)
+            if done is not None and done.row is not None:
+                shown = {k: v for k, v in done.row.items() if k != "document" and k not in self.metadata[document]}
+                lines.append("Record: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+            elif done is not None:
+                lines.append(f"Error: {done.error}")
+            out[document] = "\n".join(lines)
+        return out
+
     def _tokens(self) -> dict:
         totals = {"prefilled": 0, "cached": 0, "generated": 0}
-        for step in self.steps + [s for c in self.children for s in c.steps]:
+        for step in self.steps + [s for c in [*self.children, *self.structured] for s in c.steps]:
             for key in totals:
                 totals[key] += int(step["tokens"].get(key, 0))
         return totals
 
+    def _summary(self) -> dict:
+        return {"plan": self.plan.to_json() if self.plan else None, "metadata": self.metadata_source,
+                "records": self.records, "failure": self.failure, "failed_documents": self._failed_documents(),
+                "unconverted": self._unconverted(), "conversion_table": self.table.to_json()}
+
     def prediction(self) -> Prediction:
         searches = [q for c in self.children for q in c.search_history]
-        calls = self.iterations + sum(c.iterations for c in self.children)
-        printed = {c.task.document: c.record for c in self.children if c.normalised is not None}
-        records = [{**r, "raw_value": printed[r["document"]]["value"], "raw_scale": printed[r["document"]]["scale"],
-                    "raw_unit": printed[r["document"]]["unit"]} for r in self.records]  # as the page printed it
+        calls = self.iterations + sum(c.iterations for c in [*self.children, *self.structured])
+        raw = {s.document: s.raw_record for s in self.structured if s.row is not None}  # as the model wrote them
         extra = {"agent": "workflow", "finish": self.reason, "tokens": self._tokens(), "wall_s": round(self.wall_s, 3),
-                 "steps": calls, "document_dialogs": {c.task.document: c.dialog() for c in self.children},
-                 "workflow": {"plan": self.plan.to_json() if self.plan else None, "metadata": self.metadata_source,
-                              "records": records, "failure": self.failure,
-                              "failed_documents": [{"document": c.task.document, "stage": c.failed_stage,
-                                                    "reason": c.error} for c in self.children if c.failed_stage]}}
+                 "steps": calls, "document_dialogs": self._dialogs(),
+                 "workflow": {**self._summary(), "raw_records": raw}}
         return Prediction(self.question.id, self.question.question, self.answer or UNKNOWN, self.citations(), searches,
                           calls, extra)
 
-    def _all_steps(self) -> tuple[list[dict], list[list[int]]]:
-        """Every model call of the episode in reading order, and each document's step numbers.
+    def _all_steps(self) -> tuple[list[dict], list[list[int]], list[list[int]]]:
+        """Every model call of the episode in reading order, and each extraction's and structuring's step numbers.
 
-        The plan's calls come first, then each document's extraction calls (its searches, answer and
-        record, tagged `"stage": "extract"` and `"document"`) in the plan's document order, then the
-        code calls; steps are numbered 1.. over the whole list. The documents ran concurrently, so
-        this order is the plan's, not the clock's.
+        The plan's calls come first, then each sub-question's extraction calls (tagged `"stage": "extract"`
+        and `"document"`) in the plan's order, then each document's structuring calls (`"structure"`), then
+        the code and answer calls; steps are numbered 1.. over the whole list. The documents ran
+        concurrently, so this order is the plan's, not the clock's.
         """
         plan = [s for s in self.steps if s["stage"] == "plan"]
-        code = [s for s in self.steps if s["stage"] != "plan"]
+        rest = [s for s in self.steps if s["stage"] != "plan"]
         extract = [{**s, "stage": "extract", "document": c.task.document} for c in self.children for s in c.steps]
-        merged = [{**s, "step": number} for number, s in enumerate(plan + extract + code, start=1)]
+        structure = [{**s, "stage": "structure", "document": e.document} for e in self.structured for s in e.steps]
+        merged = [{**s, "step": number} for number, s in enumerate(plan + extract + structure + rest, start=1)]
         numbers, start = [], len(plan) + 1
-        for child in self.children:
-            numbers.append(list(range(start, start + len(child.steps))))
-            start += len(child.steps)
-        return merged, numbers
+        for episode in [*self.children, *self.structured]:
+            numbers.append(list(range(start, start + len(episode.steps))))
+            start += len(episode.steps)
+        return merged, numbers[:len(self.children)], numbers[len(self.children):]
 
     def trajectory(self) -> dict:
         final = {"answer": self.answer, "citations": [c.to_json() for c in self.citations()], "reason": self.reason,
                  **({"failure": self.failure} if self.failure else {})}
-        steps, numbers = self._all_steps()
-        extractions = [{**c.summary(), "step_numbers": n} for c, n in zip(self.children, numbers)]
+        steps, extract_numbers, structure_numbers = self._all_steps()
+        extractions = [{**c.summary(), "step_numbers": n} for c, n in zip(self.children, extract_numbers)]
+        structuring = [{**e.summary(), "step_numbers": n} for e, n in zip(self.structured, structure_numbers)]
         return {"id": self.question.id, "question": self.question.question, "agent": "workflow", "steps": steps,
                 "final": final,
-                "workflow": {"plan": self.plan.to_json() if self.plan else None, "metadata": self.metadata_source,
-                             "extractions": extractions, "records": self.records,
-                             "code": self.code_runs, "failure": self.failure}}
+                "workflow": {**self._summary(), "extractions": extractions, "structuring": structuring,
+                             "code": self.code_runs}}
 
 
 def _code_of(raw: str) -> str | None:

@@ -1,9 +1,25 @@
-"""The workflow's plan stage: the planner's JSON schema, and checking a plan against the corpus metadata.
+"""The workflow's plan stage: the planner's JSON schema, and checking a plan against MuDABench's template rules.
 
-The schema is built from the metadata schema, so the model can only restrict fields that exist,
-to values that occur (fields with many values take free strings, checked here), and choose a
-target unit Dossier knows how to convert to. Dossier then executes the restriction
-(tools.corpus.select_documents) and fills the sub-query template for each selected document.
+A plan (MuDABench A.7, "Plan Agent") has a restriction over the documents' metadata, typed
+fields to extract (records.FieldSpec) and one or more sub-query templates, each asking for some
+of the fields, optionally with its own metadata restriction:
+
+    {"restriction": {"year": [2023], "report_type": ["annual report"]},
+     "fields": [{"name": "revenue", "type": "number", "unit": "USD million"},
+                {"name": "auditor", "type": "category"}],
+     "templates": [{"subquery": "What was the revenue of {company} in {year}?", "fields": ["revenue"]},
+                   {"subquery": "Which firm audited {company}'s {year} accounts?", "fields": ["auditor"]}],
+     "period": "2023"}
+
+`parse_plan` checks the paper's three rules, each failure a DossierError the model sees on its
+one retry:
+  single document      a template filled for two of its documents must read differently (the
+                       fields in braces tell the documents apart), so each is one document's question;
+  mutual exclusivity   no two templates read the same, and no field is asked by two templates of
+                       one document;
+  metadata placement   every metadata field the plan selects on is in braces in at least one
+                       template, and every name in braces is a metadata field.
+Dossier then executes the restrictions (tools.corpus.select_documents) and fills the templates.
 """
 
 from __future__ import annotations
@@ -12,93 +28,180 @@ import json
 import re
 from dataclasses import dataclass
 
-from engine.agents.workflow.records import TARGET_UNITS, first_object
+from engine.agents.workflow.records import FIELD_TYPES, NAME_PATTERN, TARGET_UNITS, FieldSpec, first_object, \
+    parse_fields
 from tools.corpus.metadata import select_documents
 from tools.errors import DossierError
 
-__all__ = ["Plan", "plan_schema", "parse_plan", "fill_template", "question_metadata", "PLAN_TOKENS"]
+__all__ = ["Plan", "Template", "plan_schema", "parse_plan", "fill_template", "PLAN_TOKENS", "MAX_TEMPLATES"]
 
-PLAN_TOKENS = 160  # a plan is ~60-100 tokens of JSON
+PLAN_TOKENS = 320  # a plan with two templates and three fields is ~150-250 tokens of JSON
+MAX_TEMPLATES = 4
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_GOLD_PREFIXES = ("value_", "detail_")  # MuDABench's gold facts inside a question's metadata rows
-_DOC_KEYS = ("chatdoc_upload_id", "doc_id", "document_id", "toBid", "id")
+
+
+@dataclass(slots=True)
+class Template:
+    subquery: str  # with {field} placeholders
+    fields: list[str]  # the plan fields this sub-query asks for
+    restriction: dict  # this template's own metadata restriction (within the plan's)
+    documents: list[str]  # the documents it is asked of
+
+    def to_json(self) -> dict:
+        return {"subquery": self.subquery, "fields": self.fields, "restriction": self.restriction,
+                "documents": self.documents}
 
 
 @dataclass(slots=True)
 class Plan:
     restriction: dict  # field -> allowed values (executed by Dossier)
-    subquery: str  # template with {field} placeholders
-    fact: str  # what to extract from each document
-    unit: str  # target unit of the records (one of TARGET_UNITS)
-    period: str  # the period the fact covers (for the record and the trajectory)
-    documents: list[str]  # the documents the restriction selects
+    fields: list[FieldSpec]  # the typed facts; the record schema is built from them
+    templates: list[Template]
+    period: str  # the period the facts cover (for the trajectory)
+    documents: list[str]  # every document some template is asked of, sorted
 
     def to_json(self) -> dict:
-        return {"restriction": self.restriction, "subquery": self.subquery, "field": self.fact, "unit": self.unit,
-                "period": self.period, "documents": self.documents}
+        return {"restriction": self.restriction, "fields": [f.to_json() for f in self.fields],
+                "templates": [t.to_json() for t in self.templates], "period": self.period,
+                "documents": self.documents}
+
+    def fields_of(self, document: str) -> list[FieldSpec]:
+        """The fields asked of one document (the columns of its record), in the plan's order."""
+        asked = {name for t in self.templates if document in t.documents for name in t.fields}
+        return [f for f in self.fields if f.name in asked]
 
 
-def plan_schema(schema: dict) -> dict:
-    """JSON schema of the planner's reply for a corpus whose metadata has this field schema."""
+def _restriction_schema(schema: dict) -> dict:
     restriction = {}
     for name, info in schema.items():
         values = info.get("values")
         items = {"enum": values} if values else {"type": "string", "minLength": 1, "maxLength": 60}
         restriction[name] = {"type": "array", "items": items, "minItems": 1, "maxItems": len(values) if values else 8}
+    return {"type": "object", "properties": restriction, "additionalProperties": False}
+
+
+def plan_schema(schema: dict) -> dict:
+    """JSON schema of the planner's reply for a corpus whose metadata has this field schema."""
+    field = {"type": "object", "properties": {"name": {"type": "string", "pattern": NAME_PATTERN},
+                                              "type": {"enum": list(FIELD_TYPES)},
+                                              "unit": {"enum": list(TARGET_UNITS)}},
+             "required": ["name", "type"], "additionalProperties": False}
+    template = {"type": "object",
+                "properties": {"subquery": {"type": "string", "minLength": 8, "maxLength": 160},
+                               "fields": {"type": "array", "items": {"type": "string", "pattern": NAME_PATTERN},
+                                          "minItems": 1, "maxItems": 4},
+                               "restriction": _restriction_schema(schema)},
+                "required": ["subquery", "fields"], "additionalProperties": False}
     return {"type": "object",
-            "properties": {"restriction": {"type": "object", "properties": restriction, "additionalProperties": False},
-                           "subquery": {"type": "string", "minLength": 8, "maxLength": 160},
-                           "field": {"type": "string", "minLength": 2, "maxLength": 40},
-                           "unit": {"enum": list(TARGET_UNITS)},
+            "properties": {"restriction": _restriction_schema(schema),
+                           "fields": {"type": "array", "items": field, "minItems": 1, "maxItems": 4},
+                           "templates": {"type": "array", "items": template, "minItems": 1,
+                                         "maxItems": MAX_TEMPLATES},
                            "period": {"type": "string", "maxLength": 20}},
-            "required": ["restriction", "subquery", "field", "unit", "period"], "additionalProperties": False}
+            "required": ["restriction", "fields", "templates", "period"], "additionalProperties": False}
+
+
+def _restriction(value: object, fields: list[str], where: str) -> dict:
+    restriction = value or {}
+    if not isinstance(restriction, dict):
+        raise DossierError(f"{where} 'restriction' must map metadata fields to lists of values")
+    unknown = [key for key in restriction if key not in fields]
+    if unknown:
+        raise DossierError(f"{where} 'restriction' names {unknown[0]!r}, which is not a metadata field "
+                           f"({', '.join(fields)})")
+    return restriction
+
+
+def _template(index: int, item: object, fields: list[str], declared: list[str], metadata: dict,
+              selected: list[str]) -> Template:
+    where = f"template {index + 1}"
+    if not isinstance(item, dict):
+        raise DossierError(f"{where} must be an object with a 'subquery' and its 'fields'")
+    subquery = str(item.get("subquery") or "").strip()
+    if not subquery:
+        raise DossierError(f"{where} has an empty 'subquery'")
+    bad = [name for name in _PLACEHOLDER.findall(subquery) if name not in fields]
+    if bad:
+        raise DossierError(f"{where} uses {{{bad[0]}}}, which is not a metadata field ({', '.join(fields)})")
+    asked = item.get("fields")
+    if not isinstance(asked, list) or not asked:
+        raise DossierError(f"{where} must name the fields it asks for in 'fields' (some of {', '.join(declared)})")
+    unknown = [str(a) for a in asked if a not in declared]
+    if unknown:
+        raise DossierError(f"{where} asks for {unknown[0]!r}, which the plan's 'fields' do not declare "
+                           f"({', '.join(declared)})")
+    restriction = _restriction(item.get("restriction"), fields, where)
+    documents = [d for d in select_documents(metadata, restriction) if d in set(selected)]
+    if not documents:
+        raise DossierError(f"{where}'s restriction {json.dumps(restriction, ensure_ascii=False)} selects none of "
+                           "the plan's documents")
+    filled: dict[str, str] = {}
+    for document in documents:  # single document: each document gets its own question
+        text = fill_template(subquery, metadata[document])
+        if text in filled:
+            named = ", ".join("{" + f + "}" for f in fields[:3])
+            raise DossierError(f"{where} reads the same for {filled[text]} and {document} ({text!r}): it is not a "
+                               f"single-document question; put the metadata that tells documents apart in braces "
+                               f"(e.g. {named})")
+        filled[text] = document
+    return Template(subquery, list(dict.fromkeys(str(a) for a in asked)), restriction, documents)
+
+
+def _exclusive(templates: list[Template]) -> None:
+    """MuDABench's mutual exclusivity: distinct questions, and no fact of a document asked twice."""
+    seen: dict[str, int] = {}
+    for index, template in enumerate(templates):
+        key = " ".join(_PLACEHOLDER.sub("{}", template.subquery).lower().split())
+        if key in seen:
+            raise DossierError(f"templates {seen[key] + 1} and {index + 1} ask the same question; "
+                               "templates must be mutually exclusive")
+        seen[key] = index
+    for i, first in enumerate(templates):
+        for j in range(i + 1, len(templates)):
+            second = templates[j]
+            shared = set(first.documents) & set(second.documents)
+            twice = [f for f in first.fields if f in second.fields]
+            if shared and twice:
+                raise DossierError(f"templates {i + 1} and {j + 1} both ask for {twice[0]!r} of {sorted(shared)[0]}; "
+                                   "templates must be mutually exclusive (each field from one template)")
 
 
 def parse_plan(raw: str, metadata: dict[str, dict]) -> Plan:
-    """Check a planner reply and execute its restriction; a DossierError says what to fix."""
+    """Check a planner reply against the template rules and execute its restrictions; a DossierError says what to fix."""
     obj = first_object(raw, "plan")
     fields = sorted({key for row in metadata.values() for key in row})
-    restriction = obj.get("restriction") or {}
-    if not isinstance(restriction, dict):
-        raise DossierError("'restriction' must map metadata fields to lists of values")
-    unknown = [key for key in restriction if key not in fields]
-    if unknown:
-        raise DossierError(f"'restriction' names {unknown[0]!r}, which is not a metadata field ({', '.join(fields)})")
-    subquery = str(obj.get("subquery") or "").strip()
-    if not subquery:
-        raise DossierError("'subquery' is empty")
-    bad = [name for name in _PLACEHOLDER.findall(subquery) if name not in fields]
-    if bad:
-        raise DossierError(f"the subquery uses {{{bad[0]}}}, which is not a metadata field ({', '.join(fields)})")
-    unit = obj.get("unit")
-    if unit not in TARGET_UNITS:
-        raise DossierError(f"unit {unit!r} is not one of {', '.join(TARGET_UNITS)}")
-    documents = select_documents(metadata, restriction)
-    if not documents:
+    restriction = _restriction(obj.get("restriction"), fields, "the plan's")
+    specs = parse_fields(obj.get("fields"))
+    declared = [s.name for s in specs]
+    clash = [name for name in declared if name in fields]
+    if clash:
+        raise DossierError(f"field {clash[0]!r} is a metadata field (each record carries it already); name the fact "
+                           "to extract instead")
+    selected = select_documents(metadata, restriction)
+    if not selected:
         shown = json.dumps(restriction, ensure_ascii=False)
         raise DossierError(f"the restriction {shown} selects no document; list the values the question needs")
-    return Plan(restriction, subquery, str(obj.get("field") or "").strip() or "value", unit,
-                str(obj.get("period") or "").strip(), documents)
+    items = obj.get("templates")
+    if not isinstance(items, list) or not items:
+        raise DossierError("'templates' must list at least one sub-query template, e.g. "
+                           "[{\"subquery\": \"What was the revenue of {company} in {year}?\", \"fields\": [\"revenue\"]}]")
+    if len(items) > MAX_TEMPLATES:
+        raise DossierError(f"{len(items)} templates; at most {MAX_TEMPLATES}")
+    templates = [_template(i, item, fields, declared, metadata, selected) for i, item in enumerate(items)]
+    _exclusive(templates)
+    unused = [name for name in declared if not any(name in t.fields for t in templates)]
+    if unused:
+        raise DossierError(f"no template asks for the field {unused[0]!r}; ask for it or leave it out of 'fields'")
+    placed = {name for t in templates for name in _PLACEHOLDER.findall(t.subquery)}
+    selecting = list(dict.fromkeys([*restriction, *(k for t in templates for k in t.restriction)]))
+    missing = [name for name in selecting if name not in placed]
+    if missing:
+        raise DossierError(f"the plan selects on {missing[0]!r} but no template has {{{missing[0]}}}; every metadata "
+                           "field the plan selects on must be in braces in at least one template")
+    documents = sorted({d for t in templates for d in t.documents})
+    return Plan(restriction, specs, templates, str(obj.get("period") or "").strip(), documents)
 
 
 def fill_template(template: str, fields: dict) -> str:
     """The sub-query for one document: {field} replaced by the document's value (absent fields left as named)."""
     return _PLACEHOLDER.sub(lambda m: str(fields.get(m.group(1), m.group(1))), template)
-
-
-def question_metadata(question) -> dict[str, dict]:
-    """Document metadata carried by an imported MuDABench question (its own document set), gold facts removed."""
-    rows = question.extra.get("metadata")
-    out: dict[str, dict] = {}
-    if not isinstance(rows, list):
-        return out
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        doc = next((str(row[k]) for k in _DOC_KEYS if row.get(k) is not None), None)
-        if doc is None:
-            continue
-        fields = {k: v for k, v in row.items() if k not in _DOC_KEYS and k != "schema"
-                  and not k.startswith(_GOLD_PREFIXES) and (v is None or isinstance(v, (str, int, float, bool)))}
-        out.setdefault(doc, fields)
-    return out
