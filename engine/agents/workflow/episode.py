@@ -300,7 +300,7 @@ class WorkflowEpisode:
     def _summary(self) -> dict:
         return {"plan": self.plan.to_json() if self.plan else None, "metadata": self.metadata_source,
                 "records": self.records, "failure": self.failure, "failed_documents": self._failed_documents(),
-                "unconverted": self._unconverted(), "conversion_table": self.table.to_json()}
+                "unconverted": self._unconverted(), "conversion_table": self.table.to_json(), "code": self.code_runs}
 
     def prediction(self) -> Prediction:
         searches = [q for c in self.children for q in c.search_history]
@@ -339,8 +339,7 @@ class WorkflowEpisode:
         structuring = [{**e.summary(), "step_numbers": n} for e, n in zip(self.structured, structure_numbers)]
         return {"id": self.question.id, "question": self.question.question, "agent": "workflow", "steps": steps,
                 "final": final,
-                "workflow": {**self._summary(), "extractions": extractions, "structuring": structuring,
-                             "code": self.code_runs}}
+                "workflow": {**self._summary(), "extractions": extractions, "structuring": structuring}}
 
 
 def _code_of(raw: str) -> str | None:

@@ -6,14 +6,16 @@ deterministic, from the prediction's workflow record (`extra["workflow"]`, writt
 engine/agents/workflow/episode.py) and the question's gold rows, walking the stages in order and
 blaming the first whose output is wrong:
 
-  planning       no plan, or the plan's documents differ from the gold documents
-  knowledge      the right documents, but the sub-query asks for another fact than the gold one
-                 (none of the gold fact's words in the plan's field or sub-query: the model did
-                 not know which quantity the question needs)
-  extraction     a gold document yielded no record, or a number that is not the gold value at
-                 any scale (thousand, million, ...)
-  normalisation  the printed number was right but the converted value is not
-  code           every record right, but the program failed or printed a wrong answer
+  planning      no plan, or the plan's documents differ from the gold documents
+  knowledge     the right documents, but the plan asks for other facts than the gold ones (none
+                of a gold fact's words in the plan's field names or templates: the model did not
+                know which quantity the question needs)
+  extraction    a gold document's sub-questions gave no answer, or its record holds a number that
+                is not the gold value at any scale (thousand, million, ...) or a wrong category
+  structuring   the document's record failed (a wrong type twice), or the printed number was
+                right but the converted value is not (scale, unit or currency)
+  code          every record right, but the program failed or printed a wrong answer
+  answer        the program printed the right answer, but the final-answer turn did not keep it
 
 Items without a workflow record (other agents) are "unattributed"; correct items are not
 counted. Numbers compare under MuDABench's tolerance (integer digits and first decimal).
@@ -24,25 +26,22 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from engine.eval.metrics.mudabench import numeric_match, rows_from_metadata
+from engine.eval.metrics.mudabench import mudabench_answer_correct, numeric_match, rows_from_metadata
 
 __all__ = ["STAGES", "stage_error", "stage_taxonomy"]
 
-STAGES = ("planning", "knowledge", "extraction", "normalisation", "code")
+STAGES = ("planning", "knowledge", "extraction", "structuring", "code", "answer")
 _UNIT_WORDS = {"usd", "cny", "eur", "gbp", "jpy", "million", "millions", "thousand", "thousands", "billion", "pct",
-               "percent", "count", "value", "total", "of", "the", "and"}
-_SCALES = [Decimal(10) ** k for k in (-9, -6, -3, 0, 3, 6, 9)]
+               "percent", "count", "value", "total", "of", "the", "and", "in", "what", "was", "is", "a"}
+_SCALES = [Decimal(10) ** k for k in (-9, -8, -6, -4, -3, 0, 3, 4, 6, 8, 9)]
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if w and w not in _UNIT_WORDS}
+    return {w for w in re.split(r"[^a-z0-9]+", str(text).lower()) if w and w not in _UNIT_WORDS}
 
 
-def _printed(record: dict) -> Decimal | None:
-    raw = (record or {}).get("raw_value")
-    if raw is None:
-        return None
-    text = str(raw).strip()
+def _decimal(text: object) -> Decimal | None:
+    text = str(text).strip()
     negative = text.startswith("(") and text.endswith(")")
     try:
         value = Decimal(text.strip("()").replace(",", ""))
@@ -58,6 +57,33 @@ def _gold_rows(question) -> list[dict]:
     return [r for r in rows or [] if isinstance(r, dict) and r.get("document") and r.get("values")]
 
 
+def _field_for(gold_name: str, fields: list[dict]) -> dict | None:
+    """The plan field a gold column is about: the one sharing most words with its name (ties: the first)."""
+    words = _words(gold_name)
+    scored = [(len(words & _words(f.get("name", ""))), i) for i, f in enumerate(fields)]
+    best = max(scored, default=(0, -1))
+    return fields[best[1]] if best[0] else (fields[0] if len(fields) == 1 else None)
+
+
+def _row_stage(row: dict, record: dict | None, raw: dict | None, fields: list[dict]) -> str | None:
+    for name, gold in row["values"].items():
+        spec = _field_for(name, fields)
+        if spec is None:
+            continue
+        value = (record or {}).get(spec["name"])
+        if isinstance(gold, (int, float)) and not isinstance(gold, bool):
+            printed = ((raw or {}).get(spec["name"]) or {})
+            number = _decimal(printed.get("value")) if isinstance(printed, dict) else None
+            g = Decimal(str(gold))
+            if number is None or not any(numeric_match(number * s, g) for s in _SCALES):
+                return "extraction"
+            if value is None or not numeric_match(Decimal(str(value)), g):
+                return "structuring"
+        elif str(value).strip().casefold() != str(gold).strip().casefold():
+            return "extraction"
+    return None
+
+
 def stage_error(question, prediction) -> str:
     """The stage to blame for a wrong workflow answer (call it only for wrong answers)."""
     flow = (prediction.extra.get("workflow") if prediction is not None else None) or None
@@ -71,23 +97,27 @@ def stage_error(question, prediction) -> str:
     gold_documents = {str(r["document"]) for r in rows}
     if gold_documents and set(plan.get("documents") or []) != gold_documents:
         return "planning"
-    asked = _words(f"{plan.get('field', '')} {plan.get('subquery', '')}")
-    gold_words = set().union(*(_words(name) for r in rows for name in r["values"])) if rows else set()
-    if gold_words and not gold_words & asked:
+    fields = [f for f in plan.get("fields") or [] if isinstance(f, dict)]
+    asked = _words(" ".join([f.get("name", "") for f in fields] + [t.get("subquery", "")
+                                                                 for t in plan.get("templates") or []]))
+    gold_words = [_words(name) for r in rows for name in r["values"]]
+    if gold_words and not all(w & asked for w in gold_words):
         return "knowledge"
     records = {r["document"]: r for r in flow.get("records") or []}
+    raw = flow.get("raw_records") or {}
+    failed = {d["document"]: d["stage"] for d in flow.get("failed_documents") or []}
     for row in rows:
-        record = records.get(str(row["document"]))
-        golds = [Decimal(str(v)) for v in row["values"].values() if isinstance(v, (int, float))]
-        if record is None:
-            return "extraction"
-        printed = _printed(record)
-        if golds and (printed is None or not any(numeric_match(printed * s, g) for s in _SCALES for g in golds)):
-            return "extraction"
-        if golds and not any(numeric_match(Decimal(str(record.get("value"))), g) for g in golds):
-            return "normalisation"
-    if failure.get("stage") in ("extraction", "normalisation"):
+        document = str(row["document"])
+        if document not in records:
+            return "structuring" if failed.get(document) == "structuring" else "extraction"
+        stage = _row_stage(row, records[document], raw.get(document), fields)
+        if stage:
+            return stage
+    if failure.get("stage") in ("extraction", "structuring", "answer"):
         return failure["stage"]
+    printed = [(c.get("result") or {}).get("stdout") for c in flow.get("code") or []]
+    if printed and printed[-1] and mudabench_answer_correct(printed[-1], question.answer_variants):
+        return "answer"
     return "code"
 
 
