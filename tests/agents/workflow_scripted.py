@@ -26,6 +26,7 @@ REPORTS = {
 REVENUE_2023 = {"Alder": 97.3, "Birch": 225.8, "Cedar": 131.5, "Dune": 71.3}  # USD millions
 INCOME_2023 = {"Alder": 8.02, "Birch": 17.2, "Cedar": 15.73, "Dune": -3.8}
 LABELS = {"revenue": "Revenue", "net_income": "Net income", "auditor": "Auditor"}
+KEYWORDS = {"revenue": "revenue", "net_income": "net income", "auditor": "audit"}  # how a sub-question names each
 
 
 def doc(company: str, year: int, kind: str = "ar") -> str:
@@ -101,7 +102,7 @@ def reader(qid: str, turn: int, messages) -> str | None:
         scale = re.search(r"in (thousands|millions) of US dollars", page_text).group(1)
         parts = []
         for name, label in LABELS.items():
-            if label.lower() in subquery:
+            if KEYWORDS[name] in subquery:
                 value = re.search(rf"{label} ([\w,.()]+)", page_text).group(1)
                 parts.append(f"{label} {value}" + ("" if name == "auditor" else f" ({scale} of US dollars)"))
         return json.dumps({"tool": "answer", "answer": parts, "citations": [{"document": document, "page": int(page)}]})
