@@ -172,7 +172,7 @@ class DirectEpisode:
 
     def trajectory(self) -> dict:
         sub = self.submission
-        final = {"answer": sub.answer if sub else None, "citations": [c.to_json() for c in sub.citations] if sub else [],
-                 "reason": self.reason}
+        final = {"answer": sub.answer if sub else None,
+                 "citations": [c.to_json() for c in sub.citations] if sub else [], "reason": self.reason}
         return {"id": self.question.id, "question": self.question.question, "agent": "direct", "steps": self.steps,
                 "final": final, "direct": self._record()}

@@ -250,7 +250,8 @@ class Loop:
                                        self.rounds))
         if self._context_full:
             return self._finish(Result([UNKNOWN], call, "rewritten", self.turns,
-                                       f"confidence {call.confidence} is below {gate} and the context has no room to verify",
+                                       f"confidence {call.confidence} is below {gate} and the context has no room "
+                                       "to verify",
                                        self.rounds))
         self._phase, self._submission = "verify", call
         message = prompts.verify_prompt(call.answer, call.confidence, gate, len(self.observations))
@@ -343,7 +344,8 @@ class Loop:
                 for call in step["tool_call"]["arguments"].get("calls", []):
                     calls[call["name"]] = calls.get(call["name"], 0) + 1
         mode = "collection" if self.setup.collection else ("retrieved" if self.retrieval else "document")
-        return {"mode": mode, "document": self.setup.document, **({"retrieval": self.retrieval} if self.retrieval else {}),
+        return {"mode": mode, "document": self.setup.document,
+                **({"retrieval": self.retrieval} if self.retrieval else {}),
                 "pages": list(self.pages), "max_rounds": self.max_rounds, "at_limit": self.setup.at_limit,
                 "gate": self.setup.gate, "tools": self.setup.tools, "turns": self.turns, "rounds": self.rounds,
                 "observations": len(self.observations),
