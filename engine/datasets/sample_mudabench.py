@@ -1,16 +1,22 @@
 """`dossier sample --suite mudabench`: analytical questions over a small collection with document metadata.
 
-Ten documents made by the project: annual reports of four invented companies for 2022 and
+Twelve documents made by the project: annual reports of four invented companies for 2022 and
 2023 (a financial-highlights table on page 2, stated in thousands or in millions of US
-dollars) and two sustainability reports that mention similar words but are not annual
-reports, so a metadata filter on the report type matters. Beside the PDFs, metadata.jsonl
-gives each document's company, sector, year and report type (`dossier ingest --metadata`).
+dollars, and the auditor's name), two sustainability reports that mention similar words but
+are not annual reports, so a metadata filter on the report type matters, and a pair of
+annual reports written in Chinese (年度报告) by an invented A-share company, 东湖新材, whose
+figures are in millions of yuan (人民币百万元). Beside the PDFs, metadata.jsonl gives each
+document's company, sector, year and report type (`dossier ingest --metadata`), and
+conversion.json the yuan's rate ({"CNY/USD": 0.14}, for `dossier run --conversion-table`).
 
-Ten MuDABench-style questions need one fact from each of several documents, combined by
-arithmetic (an average, a sum, a growth rate, a range, a count, an arg-max). Each question
-keeps MuDABench's shape as the importer writes it: `metadata` holds the gold rows, one per
-document, with the fact as `value_<name>` in US dollar millions (or a count); the final
-answer is computed here from the same table the PDFs print, so gold and documents agree.
+Fourteen MuDABench-style questions need facts from each of several documents, combined by
+arithmetic (an average, a sum, a growth rate, a range, a count, an arg-max), a categorical
+fact (the auditor), a two-column record (net margin: net income and revenue per document), a
+currency conversion (yuan and dollars in one sum) and one question in Chinese over the
+Chinese pair. Each question keeps MuDABench's shape as the importer writes it: `metadata`
+holds the gold rows, one per document, with the facts as `value_<name>` (US dollar or yuan
+millions as the document prints them, a count, or a name); the final answer is computed here
+from the same table the PDFs print, so gold and documents agree.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 from engine.datasets.formats import Evidence, Question, write_jsonl
 from engine.datasets.sample import _FIXED_METADATA, _page, _paragraph, _table
 
-__all__ = ["write_mudabench_sample", "COMPANIES", "FIGURES"]
+__all__ = ["write_mudabench_sample", "COMPANIES", "FIGURES", "AUDITORS", "CN_COMPANY", "CN_FIGURES", "CNY_USD"]
 
 # company -> (sector, table scale, short description)
 COMPANIES = {
@@ -42,6 +48,14 @@ FIGURES = {
     ("Dune Semiconductors", 2022): ("58.6", "17.9", "-2.4", 410),
     ("Dune Semiconductors", 2023): ("71.3", "21.2", "3.8", 468),
 }
+AUDITORS = {"Alder Robotics": "Harwell & Stone", "Birch Foods": "Mercer Lyle", "Cedar Energy": "Harwell & Stone",
+            "Dune Semiconductors": "Quill Partners"}
+# The Chinese pair: an invented A-share company, its figures in yuan millions (revenue, R&D, net income, employees)
+CN_COMPANY = "东湖新材"
+CN_FIGURES = {2022: ("1284.6", "63.2", "97.5", 1530), 2023: ("1412.3", "71.8", "105.9", 1602)}
+CN_LABELS = {"revenue": "营业收入", "research_and_development": "研发费用",
+             "net_income": "归属于上市公司股东的净利润", "employees": "在职员工人数"}
+CNY_USD = Decimal("0.14")  # the sample's conversion table: 1 CNY = 0.14 USD (written to conversion.json)
 _FIELDS = ("revenue", "research_and_development", "net_income", "employees")
 _LABELS = {"revenue": "Revenue", "research_and_development": "Research and development expense",
            "net_income": "Net income (loss)", "employees": "Employees at year end"}
@@ -77,11 +91,47 @@ def _annual_report(path: Path, company: str, year: int) -> None:
         rows.append([_LABELS[field], *shown])
     _table(p2, 120, rows, [230, 110, 110][: len(header)])
     _paragraph(p2, 150 + 20 * len(rows), "Figures in parentheses are losses. Research and development expense "
-               "is included in operating expenses.")
+               f"is included in operating expenses.\n\nIndependent auditor: {AUDITORS[company]}")
     p3 = _page(doc, [("Outlook", 16, "hebo")])
     _paragraph(p3, 100, f"In {year + 1} {company} expects demand in the {sector} market to stay firm. "
                "The main risks are input costs and the timing of large orders.")
     doc.set_metadata({**_FIXED_METADATA, "title": f"{company} Annual Report {year}"})
+    doc.save(path, garbage=3, deflate=True, no_new_id=True)
+
+
+def _chinese_annual_report(path: Path, year: int) -> None:
+    """东湖新材's annual report in Chinese (PyMuPDF's built-in china-s font: no font file needed)."""
+    import pymupdf
+
+    current, previous = CN_FIGURES[year], CN_FIGURES.get(year - 1)
+    doc = pymupdf.open()
+    p1 = doc.new_page(width=595, height=842)
+    p1.insert_text((60, 80), f"{CN_COMPANY}股份有限公司 {year}年年度报告", fontsize=18, fontname="china-s")
+    p1.insert_textbox(pymupdf.Rect(60, 120, 535, 520), f"致股东：本报告涵盖截至{year}年12月31日的财政年度。"
+                      "公司主要生产锂电池隔膜和涂层材料，产品销往国内外电池厂商。", fontsize=11, fontname="china-s")
+    p2 = doc.new_page(width=595, height=842)
+    p2.insert_text((60, 80), "主要会计数据和财务指标", fontsize=16, fontname="china-s")
+    p2.insert_text((60, 104), "（单位：人民币百万元，员工人数除外）", fontsize=10, fontname="china-s")
+    header = ["项目", f"{year}年"] + ([f"{year - 1}年"] if previous else [])
+    rows = [header]
+    for i, field in enumerate(_FIELDS):
+        cells = [current[i], previous[i] if previous else None]
+        rows.append([CN_LABELS[field], *(f"{c:,}" if field == "employees" else f"{Decimal(c):,.2f}"
+                                         for c in cells if c is not None)])
+    widths = [230, 110, 110][: len(header)]
+    for r, row in enumerate(rows):
+        x = 60.0
+        for c, cell in enumerate(row):
+            rect = pymupdf.Rect(x, 130 + r * 20, x + widths[c], 150 + r * 20)
+            p2.draw_rect(rect, color=(0, 0, 0), width=0.6)
+            p2.insert_text((rect.x0 + 4, rect.y1 - 6), cell, fontsize=9.5, fontname="china-s")
+            x += widths[c]
+    p2.insert_textbox(pymupdf.Rect(60, 160 + 20 * len(rows), 535, 600), "审计机构：立信会计师事务所。研发费用计入"
+                      "期间费用。", fontsize=10, fontname="china-s")
+    p3 = doc.new_page(width=595, height=842)
+    p3.insert_textbox(pymupdf.Rect(60, 80, 535, 400), f"展望：{year + 1}年公司预计新能源汽车市场需求保持稳定。"
+                      "主要风险是原材料价格波动。", fontsize=11, fontname="china-s")
+    doc.set_metadata({**_FIXED_METADATA, "title": f"{CN_COMPANY} {year}年年度报告"})
     doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
@@ -95,8 +145,12 @@ def _sustainability_report(path: Path, company: str, year: int, lines: str) -> N
     doc.save(path, garbage=3, deflate=True, no_new_id=True)
 
 
+CN_DOC = "donghu-annual-report"  # the Chinese pair's documents: donghu-annual-report-2022, -2023
+
+
 def _value(company: str, year: int, field: str) -> Decimal:
-    return Decimal(str(FIGURES[(company, year)][_FIELDS.index(field)]))
+    figures = CN_FIGURES[year] if company == CN_COMPANY else FIGURES[(company, year)]
+    return Decimal(str(figures[_FIELDS.index(field)]))
 
 
 def _show(value: Decimal) -> str:
@@ -104,18 +158,39 @@ def _show(value: Decimal) -> str:
     return f"{value.quantize(Decimal('0.0001')).normalize():f}"
 
 
-def _rows(field: str, pairs: list[tuple[str, int]]) -> list[dict]:
-    unit = "count" if field == "employees" else "usd_million"
-    return [{"id": doc_id(c, y), "company": c, "sector": COMPANIES[c][0], "year": y,
-             "report_type": "annual report", f"value_{field}_{unit}": float(_value(c, y, field)),
-             "schema": {f"value_{field}_{unit}": _LABELS[field] + (" (US dollar millions)" if unit != "count" else "")}}
-            for c, y in pairs]
+def _meta(company: str, year: int) -> dict:
+    if company == CN_COMPANY:
+        return {"id": f"{CN_DOC}-{year}", "company": company, "sector": "materials", "year": year,
+                "report_type": "年度报告"}
+    return {"id": doc_id(company, year), "company": company, "sector": COMPANIES[company][0], "year": year,
+            "report_type": "annual report"}
+
+
+def _row(company: str, year: int, fields: list[str]) -> dict:
+    """One gold row: the document's metadata and each fact as the document states it (its currency's millions)."""
+    row, schema = _meta(company, year), {}
+    currency, shown = ("cny", "yuan") if company == CN_COMPANY else ("usd", "US dollar")
+    for field in fields:
+        if field == "auditor":
+            name, value, label = "value_auditor", AUDITORS[company], "Independent auditor"
+        elif field == "employees":
+            name, value, label = f"value_{field}_count", float(_value(company, year, field)), _LABELS[field]
+        else:
+            name, value = f"value_{field}_{currency}_million", float(_value(company, year, field))
+            label = f"{_LABELS[field]} ({shown} millions)"
+        row[name], schema[name] = value, label
+    return {**row, "schema": schema}
+
+
+def _rows(field: str | list[str], pairs: list[tuple[str, int]]) -> list[dict]:
+    return [_row(c, y, [field] if isinstance(field, str) else field) for c, y in pairs]
 
 
 def _questions() -> list[Question]:
     every = list(COMPANIES)
     growth = {c: (_value(c, 2023, "revenue") - _value(c, 2022, "revenue")) / _value(c, 2022, "revenue") * 100
               for c in every}
+    margin = {c: _value(c, 2023, "net_income") / _value(c, 2023, "revenue") for c in every}
     specs = [
         ("m01", "What was the average revenue of the four companies in 2023, in millions of US dollars?",
          "revenue", [(c, 2023) for c in every],
@@ -142,26 +217,43 @@ def _questions() -> list[Question]:
          [(c, 2022) for c in every], str(sum(int(_value(c, 2022, "employees")) for c in every))),
         ("m10", "Which company's revenue fell from 2022 to 2023?", "revenue",
          [(c, y) for c in every for y in (2022, 2023)], min(every, key=growth.get)),
+        # a categorical fact: the auditor named on page 2
+        ("m11", "Which of the four companies had their 2023 accounts audited by Harwell & Stone?", "auditor",
+         [(c, 2023) for c in every], [c for c in every if AUDITORS[c] == "Harwell & Stone"]),
+        # a two-column record: net income and revenue of each document
+        ("m12", "Which company had the highest net margin (net income divided by revenue) in 2023?",
+         ["revenue", "net_income"], [(c, 2023) for c in every], max(every, key=margin.get)),
+        # a currency conversion: yuan and dollars in one sum, at conversion.json's rate
+        ("m13", f"What was the combined 2023 revenue of Birch Foods and {CN_COMPANY}, in millions of US dollars "
+                f"(yuan converted at 1 CNY = {CNY_USD} USD)?", "revenue", [("Birch Foods", 2023), (CN_COMPANY, 2023)],
+         _show(_value("Birch Foods", 2023, "revenue") + _value(CN_COMPANY, 2023, "revenue") * CNY_USD)),
+        # a question in Chinese over the Chinese pair
+        ("m14", f"{CN_COMPANY}2022年和2023年归属于上市公司股东的净利润合计为多少百万元人民币？", "net_income",
+         [(CN_COMPANY, 2022), (CN_COMPANY, 2023)],
+         _show(_value(CN_COMPANY, 2022, "net_income") + _value(CN_COMPANY, 2023, "net_income"))),
     ]
+    units = {"m04": " percent", "m14": " 百万元人民币"}
     questions = []
     for qid, text, field, pairs, answer in specs:
         rows = _rows(field, pairs)
-        unit = {"m04": " percent"}.get(qid, "" if field == "employees" else " million US dollars")
+        unit = units.get(qid, "" if field == "employees" else " million US dollars")
         source = [f"{r['company']} {r['year']}: " + ", ".join(f"{k[6:]} {v}" for k, v in r.items()
                                                                if k.startswith("value_")) for r in rows]
+        parts = answer if isinstance(answer, list) else [answer]
+        numeric = len(parts) == 1 and (parts[0][:1].isdigit() or parts[0][:1] == "-")
         extra = {"metadata": rows, "source_answer": source, "evidence_documents": [r["id"] for r in rows],
                  "hop_type": "cross-document", "domain": "finance", "category": "analytical",
-                 "final_answer": f"{answer}{unit if answer[:1].isdigit() or answer[:1] == '-' else ''}"}
+                 "final_answer": ", ".join(parts) + (unit if numeric else "")}
         evidence = [Evidence(r["id"], 2) for r in rows]
-        questions.append(Question(qid, text, [[answer]], evidence, extra))
+        questions.append(Question(qid, text, [parts], evidence, extra))
     return questions
 
 
 def write_mudabench_sample(out: str | Path) -> dict:
-    """Write OUT/pdfs (10 PDFs), OUT/metadata.jsonl and OUT/questions.jsonl (10 analytical questions).
+    """Write OUT/pdfs (12 PDFs), OUT/metadata.jsonl, OUT/conversion.json and OUT/questions.jsonl (14 questions).
 
     Returns:
-        {"pdfs", "metadata", "questions", "documents", "pages", "question_count"}
+        {"pdfs", "metadata", "conversion_table", "questions", "documents", "pages", "question_count"}
     """
     import pymupdf
 
@@ -182,9 +274,16 @@ def write_mudabench_sample(out: str | Path) -> dict:
         _sustainability_report(pdfs / f"{name}.pdf", company, year, text)
         metadata.append({"document": name, "company": company, "sector": COMPANIES[company][0], "year": year,
                          "report_type": "sustainability report"})
-    (out / "metadata.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metadata), encoding="utf-8")
+    for year in CN_FIGURES:
+        _chinese_annual_report(pdfs / f"{CN_DOC}-{year}.pdf", year)
+        meta = _meta(CN_COMPANY, year)
+        metadata.append({"document": meta.pop("id"), **meta})
+    (out / "conversion.json").write_text(json.dumps({"CNY/USD": float(CNY_USD)}) + "\n", encoding="utf-8")
+    lines = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in metadata)
+    (out / "metadata.jsonl").write_text(lines, encoding="utf-8")
     questions = _questions()
     write_jsonl(out / "questions.jsonl", questions)
     pages = sum(pymupdf.open(p).page_count for p in pdfs.glob("*.pdf"))
-    return {"pdfs": str(pdfs), "metadata": str(out / "metadata.jsonl"), "questions": str(out / "questions.jsonl"),
+    return {"pdfs": str(pdfs), "metadata": str(out / "metadata.jsonl"),
+            "conversion_table": str(out / "conversion.json"), "questions": str(out / "questions.jsonl"),
             "documents": len(metadata), "pages": pages, "question_count": len(questions)}
