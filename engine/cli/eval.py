@@ -59,7 +59,11 @@ def score(
     judge: Annotated[str | None, typer.Option("--judge", help="A local model as MADQA's LLM judge (a packaged name such "
                                               "as qwen2.5-1.5b, a GGUF file or a model folder); its Rogan-Gladen "
                                               "corrected accuracy becomes the headline. Judgements run batched and "
-                                              "are cached in OUT/judge_cache.jsonl (a second call reads them).")] = None,
+                                              "are cached in OUT/judge_cache.jsonl (a second call reads them). "
+                                              "On MuDABench questions the same model also runs MuDABench's own "
+                                              "judges (its appendix prompts, paraphrased) for the final answer and "
+                                              "the fact coverage, in place of the rule-based tolerance; the report's "
+                                              "mudabench_scoring says which scored.")] = None,
     calibration: Annotated[Path | None, typer.Option(help="The judge's calibration: the JSON of `dossier eval "
                                                           "calibrate-judge --judge MODEL --out FILE` (overrides --q0, "
                                                           "--q1, --judge-m0, --judge-m1). Under 20 labelled items: "
@@ -131,9 +135,10 @@ def score(
             if judge_bar is not None:
                 judge_bar.close()
         if any(q.extra.get("metadata") or q.extra.get("source_rows") for q in inputs.questions):
-            from engine.eval.llm_judge import load_engine_row_judge
+            from engine.eval.llm_judge import load_engine_answer_judge, load_engine_row_judge
 
             config.coverage_judge = load_engine_row_judge(judge)
+            config.mudabench_judge = load_engine_answer_judge(judge)  # MuDABench's final-answer judge
     if drift and inputs.episodes:
         from engine.eval.embeddings import MiniLMEmbedder
 

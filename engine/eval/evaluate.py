@@ -20,7 +20,8 @@ from engine.eval.calibration import JudgeCalibration
 from engine.eval.analyses.human import behaviour_summary
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
-from engine.eval.metrics.mudabench import combine_coverage, coverage_for_question, rows_from_metadata, tolerance_row_judge
+from engine.eval.metrics.mudabench import (TOLERANCE_SCORER, combine_coverage, coverage_for_question, rows_from_metadata,
+                                          tolerance_row_judge)
 from engine.eval.analyses.qguide import qguide_analyses
 from engine.eval.analyses.steps import accuracy_at_budgets, first_query_hits, query_drift
 from engine.eval.summary import breakdowns, summarize
@@ -44,6 +45,7 @@ class EvalConfig:
     level: float = 0.95  # confidence level of every interval
     embedder: Callable | None = None  # texts -> embeddings, for query drift; None: no drift
     coverage_judge: Callable | None = None  # MuDABench row judge; None: deterministic tolerance judge
+    mudabench_judge: Callable | None = None  # MuDABench final-answer judge (question, variants, answer) -> bool; None: tolerance
     docvqa_require_marker: bool = False  # DocVQA-2026: an answer without "FINAL ANSWER:" is wrong
     progress: Callable[[int], None] | None = None  # called with 1 after each scored item (a progress bar's update)
 
@@ -132,6 +134,9 @@ def evaluate(
         items.append(score_item(question, prediction, scorer, config.judge, config.docvqa_require_marker))
         if config.progress is not None:
             config.progress(1)
+    if config.mudabench_judge is not None:  # the paper's final-answer judge replaces the tolerance rule's verdict
+        for (question, _), item in zip(matched.pairs, items):
+            item.mudabench = bool(config.mudabench_judge(question.question, question.answer_variants, item.answer))
     predicted = {q.id: p for q, p in matched.pairs}
     by_episode = _episodes_by_id(questions, episodes, index) if episodes is not None else ({}, 0)
     report = {"report_version": REPORT_VERSION}
@@ -153,7 +158,12 @@ def evaluate(
         "behaviour": behaviour_summary(items, predicted, by_episode[0] if episodes is not None else None, config.level),
         "mudabench_coverage": _coverage(questions, predicted,
                                         config.coverage_judge or tolerance_row_judge),
-        # which workflow stage failed first, judged with MuDABench's tolerance (None for other agents)
+        "mudabench_scoring": {  # which scorer produced the MuDABench figures
+            "final_answer": getattr(config.mudabench_judge, "label", "LLM judge") if config.mudabench_judge
+            else TOLERANCE_SCORER,
+            "coverage": getattr(config.coverage_judge, "label", "LLM row judge") if config.coverage_judge
+            else TOLERANCE_SCORER},
+        # which workflow stage failed first, judged with the MuDABench verdict above (None for other agents)
         "workflow_stages": stage_taxonomy([(q, p, item.mudabench) for (q, p), item in zip(matched.pairs, items)]),
     })
     report["qguide"] = report["steps"].pop("qguide") if report["steps"] else None

@@ -28,6 +28,7 @@ __all__ = [
     "load_engine_complete",
     "load_engine_judge",
     "load_engine_row_judge",
+    "load_engine_answer_judge",
 ]
 
 # MuDABench's document-wise row judge, in our own words.
@@ -150,4 +151,14 @@ def load_engine_judge(model: str) -> CompletionJudge:
 
 def load_engine_row_judge(model: str) -> CompletionRowJudge:
     """A MuDABench `CompletionRowJudge` running `model` on Dossier's engine."""
-    return CompletionRowJudge(load_engine_complete(model, max_tokens=256, json_schema=ROW_SCHEMA))
+    judge = CompletionRowJudge(load_engine_complete(model, max_tokens=256, json_schema=ROW_SCHEMA))
+    judge.label = f"LLM judge {model} (MuDABench's document-wise row judge, A.7.7)"
+    return judge
+
+
+def load_engine_answer_judge(model: str):
+    """MuDABench's final-answer judge (A.7.10, `engine.eval.metrics.mudabench.CompletionAnswerJudge`) running `model`."""
+    from engine.eval.metrics.mudabench import FINAL_ANSWER_SCHEMA, CompletionAnswerJudge
+
+    return CompletionAnswerJudge(load_engine_complete(model, max_tokens=16, json_schema=FINAL_ANSWER_SCHEMA),
+                                 label=f"LLM judge {model} (MuDABench's final-answer prompt, A.7.10)")

@@ -107,3 +107,48 @@ def test_coverage_ignores_fields_the_judge_invents():
     rows = [{"document": "d", "values": {"a": 1}}]
     result = coverage_for_question("Q", rows, {"d": "text"}, lambda q, r, c, d: ["values.a", "values.zzz"])
     assert (result["cell_correct"], result["cell_total"]) == (1, 1)
+
+
+def test_the_papers_final_answer_judge_scores_in_place_of_the_tolerance_and_the_report_says_so():
+    """MuDABench's final-answer judge (A.7.10, paraphrased) on a scripted completion: its verdicts become the
+    MuDABench accuracy, and `mudabench_scoring` names the scorer; without it the tolerance rule scores."""
+    import json
+
+    from engine.datasets.formats import Prediction, Question
+    from engine.eval.evaluate import EvalConfig, evaluate
+    from engine.eval.metrics.mudabench import TOLERANCE_SCORER, CompletionAnswerJudge
+    from engine.eval.reports.markdown import render_markdown
+
+    prompts = []
+
+    def complete(prompt: str) -> str:  # accepts "twelve point three", which the tolerance rule cannot read
+        prompts.append(prompt)
+        answer = prompt.split("The system's answer: ", 1)[1].split("\n", 1)[0]
+        return json.dumps({"is_correct": "twelve point three" in answer})
+
+    gold = [Question("a", "Average revenue?", [["12.3"]], [], {}), Question("b", "Same?", [["12.3"]], [], {}),
+            Question("c", "Empty?", [["1"]], [], {})]
+    preds = [Prediction("a", "", "twelve point three million", [], [], 1, {}),
+             Prediction("b", "", "12.34", [], [], 1, {}), Prediction("c", "", "", [], [], 1, {})]
+    rule = evaluate(gold, preds).report
+    assert rule["mudabench_accuracy"] == pytest.approx(1 / 3) and rule["mudabench_scoring"] == {
+        "final_answer": TOLERANCE_SCORER, "coverage": TOLERANCE_SCORER}
+    judge = CompletionAnswerJudge(complete, label="LLM judge scripted (MuDABench's final-answer prompt, A.7.10)")
+    judged = evaluate(gold, preds, config=EvalConfig(mudabench_judge=judge)).report
+    assert judged["mudabench_accuracy"] == pytest.approx(1 / 3)  # a right, b wrong by this judge, c empty
+    assert [i.mudabench for i in evaluate(gold, preds, config=EvalConfig(mudabench_judge=judge)).items] == [
+        True, False, False]
+    assert judged["mudabench_scoring"]["final_answer"].startswith("LLM judge scripted")
+    assert len(prompts) == 4 and judge.judged == 4  # two calls per evaluate: the empty answer is never judged
+    assert "Reference answer: 12.3" in prompts[0] and "integer digits and its first decimal place" in prompts[0]
+    assert "| MuDABench judge |" in render_markdown(judged) and "| MuDABench tolerance |" in render_markdown(rule)
+
+
+def test_the_final_answer_judge_retries_an_unreadable_reply_then_counts_it_wrong():
+    from engine.eval.metrics.mudabench import CompletionAnswerJudge, parse_final_answer
+
+    replies = iter(["I think so", "still no json", '{"is_correct": true}'])
+    judge = CompletionAnswerJudge(lambda prompt: next(replies))
+    assert judge("q", [["1"]], "1") is False and judge.unparsed == 1  # two unreadable replies
+    assert judge("q", [["1"]], "1") is True
+    assert parse_final_answer('{"is_correct": "yes"}') is None and parse_final_answer('x {"is_correct": false}') is False

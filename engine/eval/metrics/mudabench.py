@@ -19,6 +19,11 @@ Record shapes (canonical files carry them as extra fields):
   prediction["document_dialogs"] = {"doc-17": "Q: ...\\nA: ..." | [{"prompt": ..., "answer": ...}, ...]}
 A row judge is any callable (question, row, metric_columns, dialog) -> iterable of correct field
 names; `tolerance_row_judge` is the deterministic one used without an LLM.
+
+The paper's judges (appendix A.7, paraphrased) are the LLM option: `CompletionAnswerJudge` for the
+final answer (A.7.10) here, and the document-wise row judge for coverage (A.7.7) in
+engine/eval/llm_judge.py. `dossier eval --judge MODEL` runs both; the report's "mudabench_scoring"
+names the scorer of each figure.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ __all__ = [
     "tolerance_row_judge",
     "coverage_for_question",
     "combine_coverage",
+    "FINAL_ANSWER_PROMPT",
+    "FINAL_ANSWER_SCHEMA",
+    "TOLERANCE_SCORER",
+    "build_final_answer_prompt",
+    "parse_final_answer",
+    "CompletionAnswerJudge",
 ]
 
 _NUMBER = re.compile(r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
@@ -201,3 +212,72 @@ def combine_coverage(per_question: list[dict]) -> dict:
         summed[f"{level}_accuracy"] = summed[f"{level}_correct"] / total if total else None
     summed["questions"] = len(per_question)
     return summed
+
+
+# --- MuDABench's LLM judges (its appendix A.7, in our own words) -------------------------------------------------
+# The final-answer judge (A.7.10). The coverage judge (A.7.7, document-wise and metric-only) is
+# engine/eval/llm_judge.py's row judge; both run when `dossier eval --judge MODEL` is given, and the
+# report's "mudabench_scoring" says which scorer produced each MuDABench figure.
+
+FINAL_ANSWER_PROMPT = """You judge a system's answer to a question that needs facts from many documents.
+
+Question: {question}
+Reference answer: {reference}
+The system's answer: {answer}
+
+Rules: the answer is correct when it contains the key information of the reference answer. It is incorrect
+when that key information is missing, when it disagrees with the reference, or when there is no answer. A number
+is correct when its integer digits and its first decimal place agree with the reference. Extra information
+beyond the reference, or another language, does not make an answer incorrect.
+
+Reply with JSON only: {{"is_correct": true}} or {{"is_correct": false}}."""
+
+FINAL_ANSWER_SCHEMA = {"type": "object", "properties": {"is_correct": {"type": "boolean"}},
+                       "required": ["is_correct"]}
+TOLERANCE_SCORER = "rule-based tolerance (key facts present; numbers by integer digits and first decimal)"
+
+
+def build_final_answer_prompt(question: str, gold_variants: list[list[str]], answer: str | list[str] | None) -> str:
+    """MuDABench's final-answer judge prompt for one question (the reference: the gold variants joined)."""
+    reference = " | ".join(", ".join(v) for v in gold_variants if v) or "(none)"
+    shown = ", ".join(answer) if isinstance(answer, list) else (answer or "(no answer)")
+    return FINAL_ANSWER_PROMPT.format(question=question, reference=reference, answer=shown)
+
+
+def parse_final_answer(reply: str) -> bool | None:
+    """The judge's verdict: True, False, or None when the reply holds no {"is_correct": bool}."""
+    match = re.search(r"\{.*\}", reply or "", re.DOTALL)
+    if not match:
+        return None
+    try:
+        parsed = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return None
+    value = parsed.get("is_correct") if isinstance(parsed, dict) else None
+    return value if isinstance(value, bool) else None
+
+
+class CompletionAnswerJudge:
+    """MuDABench's final-answer judge on a completion function (prompt -> reply).
+
+    An empty answer is incorrect without a call; a reply without a verdict is retried `retries`
+    times, then counted incorrect (and in `unparsed`).
+    """
+
+    def __init__(self, complete: Callable[[str], str], label: str = "LLM judge", retries: int = 1) -> None:
+        self.complete, self.label, self.retries = complete, label, retries
+        self.unparsed = 0
+        self.judged = 0
+
+    def __call__(self, question: str, gold_variants: list[list[str]], answer: str | list[str] | None) -> bool:
+        text = " ".join(answer) if isinstance(answer, list) else (answer or "")
+        if not text.strip():
+            return False
+        prompt = build_final_answer_prompt(question, gold_variants, answer)
+        self.judged += 1
+        for _ in range(self.retries + 1):
+            verdict = parse_final_answer(self.complete(prompt))
+            if verdict is not None:
+                return verdict
+        self.unparsed += 1
+        return False

@@ -47,7 +47,8 @@ def headline_rows(report: dict) -> list[tuple[str, str, str]]:
         ("mean ANLS*", num(report["mean_anls"]), ""),
         ("exact match", pct(report["exact_match"]), ci_text(report["exact_match_ci"])),
         ("DocVQA-2026 binary", pct(report["docvqa_accuracy"]), ci_text(report["docvqa_accuracy_ci"])),
-        ("MuDABench tolerance", pct(report["mudabench_accuracy"]), ci_text(report["mudabench_accuracy_ci"])),
+        ("MuDABench judge" if (report.get("mudabench_scoring") or {}).get("final_answer", "").startswith("LLM")
+         else "MuDABench tolerance", pct(report["mudabench_accuracy"]), ci_text(report["mudabench_accuracy_ci"])),
         ("Page F1", num(report["page_f1"]), f"P {num(report['page_precision'])} R {num(report['page_recall'])}"),
         ("Doc F1", num(report["doc_f1"]), f"P {num(report['doc_precision'])} R {num(report['doc_recall'])}"),
         ("Kuiper", num(report.get("kuiper"), 2), kuiper_note),
@@ -126,7 +127,10 @@ def render_markdown(report: dict) -> str:
         lines += qguide_markdown(report["qguide"])
     coverage = report.get("mudabench_coverage")
     if coverage:
-        lines += ["## MuDABench intermediate-fact coverage", ""] + _table(
+        scoring = report.get("mudabench_scoring") or {}
+        lines += ["## MuDABench intermediate-fact coverage", "",
+                  f"Final answer scored by: {scoring.get('final_answer', 'rule-based tolerance')}. "
+                  f"Coverage scored by: {scoring.get('coverage', 'rule-based tolerance')}.", ""] + _table(
             ["level", "accuracy", "correct / total"],
             [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])
