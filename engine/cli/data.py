@@ -82,8 +82,9 @@ def sample_cmd(
     out: Annotated[Path, typer.Option(help="Folder to write pdfs/ and questions.jsonl into.")],
     suite: Annotated[Suite, typer.Option(help="default: 6 everyday documents, 20 questions; qguide: posters, "
                                               "drawings, a long report and a map with Q-Guide's hard cases; "
-                                              "mudabench: 10 company reports with metadata.jsonl and 10 "
-                                              "analytical questions with gold facts (for --agent workflow).")]
+                                              "mudabench: 12 company reports (two in Chinese) with "
+                                              "metadata.jsonl, conversion.json and 14 analytical questions with "
+                                              "gold facts (for --agent workflow).")]
     = Suite.default,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
@@ -96,9 +97,11 @@ def sample_cmd(
     margin note, a red figure) and a tram map (names along a diagonal line); each question names
     its document, DocVQA-2026 style, and one has no answer ("Unknown").
     mudabench: annual reports of four invented companies for 2022 and 2023 (in thousands or in
-    millions of US dollars) and two sustainability reports, metadata.jsonl with each document's
-    company, sector, year and report type, and analytical questions over several documents each
-    (averages, sums, growth, arg-max) with MuDABench-shaped gold facts.
+    millions of US dollars, with the auditor's name), two sustainability reports, a Chinese
+    A-share company's two annual reports in yuan, metadata.jsonl with each document's company,
+    sector, year and report type, conversion.json (the yuan's rate), and analytical questions
+    over several documents each (averages, sums, growth, arg-max, a categorical fact, a
+    two-column record, a currency conversion, one in Chinese) with MuDABench-shaped gold facts.
     Use them to try every command without data of your own.
 
     Example:
@@ -107,7 +110,7 @@ def sample_cmd(
         $ dossier sample --suite qguide --out qg
         wrote 4 documents (11 pages) to qg/pdfs and 13 questions to qg/questions.jsonl
         $ dossier sample --suite mudabench --out muda
-        wrote 10 documents (26 pages) to muda/pdfs, their metadata to muda/metadata.jsonl and 10 questions to muda/questions.jsonl
+        wrote 12 documents (32 pages) to muda/pdfs, their metadata to muda/metadata.jsonl and 14 questions to muda/questions.jsonl
     """
     if suite is Suite.qguide:
         from engine.datasets.sample_qguide import write_qguide_suite as write
