@@ -18,7 +18,7 @@ from engine.eval.metrics.docvqa import docvqa_correct
 from engine.eval.judge import semantic_score
 from engine.eval.metrics.kuiper import effort_of
 from engine.eval.metrics.mudabench import mudabench_answer_correct
-from engine.eval.taxonomy import classify_error
+from engine.eval.taxonomy import classify_error, is_verbose
 
 __all__ = ["ItemResult", "score_item"]
 
@@ -130,7 +130,8 @@ def score_item(
         hop_type=_hop(question),
         category=_label(question, "document_category", "category"),
         domain=_label(question, "domain"),
-        taxonomy=classify_error(correct, answer, citations, question.evidence, prediction is not None),
+        taxonomy=classify_error(correct, answer, citations, question.evidence, prediction is not None,
+                                verbose=correct and is_verbose(answer, variants, exact, semantic, source)),
         docvqa=docvqa_correct(raw_output if isinstance(raw_output, str) else answer,
                               [", ".join(v) for v in variants], docvqa_require_marker),
         mudabench=mudabench_answer_correct(answer, variants),

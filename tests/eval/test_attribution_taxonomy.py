@@ -4,7 +4,7 @@ import pytest
 
 from engine.datasets.formats import Evidence, Prediction
 from engine.eval.metrics.page_doc_f1 import doc_prf, hop_type, page_prf
-from engine.eval.taxonomy import classify_error, taxonomy_summary
+from engine.eval.taxonomy import classify_error, is_verbose, taxonomy_summary
 
 from . import madqa_reference
 
@@ -70,3 +70,39 @@ def test_taxonomy_without_gold_evidence_and_summary():
     assert summary["error_shares"]["retrieval_failure"] == 0.5
     assert summary["error_shares"]["navigation_failure"] == 0.0
     assert taxonomy_summary([])["n"] == 0
+
+
+@pytest.mark.parametrize(
+    "answer, exact, semantic, source, expected",
+    [
+        (["member ID GL-20417 on the form"], False, None, None, True),  # 6 words > 2 x 1 and 5 more
+        (["GL 20417"], False, None, None, False),  # 2 words: a spelling, not verbosity
+        (["ID GL-20417 here"], False, None, None, False),  # 3 words > 2 x 1 but only 2 more
+        (["GL-20417"], True, None, None, False),  # exact is never verbose
+        (["GL-20417, which is the member ID"], False, 0.5, "judge", True),  # the judge's partial, longer
+        (["GL-20417, 12"], False, 0.5, "judge", True),  # longer than the gold: partial counts as verbose
+        (["GL-20417"], False, 0.5, "judge", False),  # partial for format, not length
+        (["the member ID is GL-20417 as printed"], False, 1.0, "judge", False),  # the judge accepted the extra
+    ],
+)
+def test_correct_verbose_rule(answer, exact, semantic, source, expected):
+    assert is_verbose(answer, [["GL-20417"], ["GL20417"]], exact, semantic, source) is expected
+
+
+def test_correct_verbose_class_and_summary():
+    assert classify_error(True, "x y z w", [], [E("a", 1)], verbose=True) == "correct_verbose"
+    summary = taxonomy_summary(["correct", "correct_verbose", "correct", "correct", "refusal"])
+    assert summary["errors"] == 1 and summary["error_shares"] == {
+        "retrieval_failure": 0.0, "navigation_failure": 0.0, "comprehension_failure": 0.0, "refusal": 1.0,
+        "unclassified": 0.0}
+    assert summary["verbose_share"] == 0.25  # one of four correct items (MADQA reports 5 %)
+
+
+def test_old_report_without_verbose_class_renders():
+    from engine.eval.reports.markdown import taxonomy_rows
+
+    old = {"taxonomy": {"counts": {"correct": 3, "retrieval_failure": 1, "navigation_failure": 0,
+                                   "comprehension_failure": 0, "refusal": 0, "unclassified": 0},
+                        "shares": {"correct": 0.75, "retrieval_failure": 0.25}, "error_shares": {}}}
+    labels = [row[0] for row in taxonomy_rows(old)]
+    assert labels[0] == "correct" and not any("verbose" in label for label in labels)

@@ -55,7 +55,7 @@ def test_hand_built_run():
     # kept efforts 2 (right), 3 (right), 4 (wrong), 5 (wrong); q3 has none: D = .5 1 .5 0 -> K = 1
     assert report["kuiper"] == pytest.approx(1.0) and report["kuiper_dropped"] == 1
     assert report["wasted_effort_ratio"] == pytest.approx(4.5 / 2.5)
-    assert report["taxonomy"]["counts"] == {"correct": 2, "retrieval_failure": 0, "navigation_failure": 1,
+    assert report["taxonomy"]["counts"] == {"correct": 2, "correct_verbose": 0, "retrieval_failure": 0, "navigation_failure": 1,
                                             "comprehension_failure": 0, "refusal": 2, "unclassified": 0}
     assert report["semantic_accuracy"] is None and report["steps"] is None
     hops = report["breakdowns"]["hop_type"]

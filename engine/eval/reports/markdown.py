@@ -8,6 +8,7 @@ __all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows"
 
 TAXONOMY_LABELS = {
     "correct": "correct",
+    "correct_verbose": "correct, verbose (right but over-verbose)",
     "retrieval_failure": "retrieval failure (no gold document cited)",
     "navigation_failure": "navigation failure (gold document, no gold page)",
     "comprehension_failure": "comprehension failure (gold page cited, answer wrong)",
@@ -63,10 +64,10 @@ def taxonomy_rows(report: dict) -> list[tuple[str, int, float, float | None]]:
     tax = report["taxonomy"]
     rows = []
     for name, label in TAXONOMY_LABELS.items():
-        count = tax["counts"][name]
-        if name == "unclassified" and not count:
+        count = tax["counts"].get(name, 0)  # reports written before "correct_verbose" existed lack it
+        if (name == "unclassified" and not count) or name not in tax["counts"]:
             continue
-        rows.append((label, count, tax["shares"][name], tax["error_shares"].get(name)))
+        rows.append((label, count, tax["shares"].get(name, 0.0), tax["error_shares"].get(name)))
     return rows
 
 
