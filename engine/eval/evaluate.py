@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from engine.datasets.formats import LineError, Prediction, Question
 from engine.eval.metrics.anls import ACCURACY_THRESHOLD, ANLSScorer
 from engine.eval.calibration import JudgeCalibration
+from engine.eval.analyses.effort import effort_measures, measures_of
+from engine.eval.analyses.guessability import CLOSED_BOOK_AGENTS, guessability
 from engine.eval.analyses.human import behaviour_summary
+from engine.eval.analyses.retrieval_curve import cumulative_hits, recovery_after_failed_first_query
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
 from engine.eval.metrics.mudabench import (TOLERANCE_SCORER, combine_coverage, coverage_for_question, rows_from_metadata,
@@ -48,6 +51,7 @@ class EvalConfig:
     mudabench_judge: Callable | None = None  # MuDABench final-answer judge (question, variants, answer) -> bool; None: tolerance
     docvqa_require_marker: bool = False  # DocVQA-2026: an answer without "FINAL ANSWER:" is wrong
     progress: Callable[[int], None] | None = None  # called with 1 after each scored item (a progress bar's update)
+    agent: str | None = None  # the run's agent (run.json); None: the predictions' shared "agent" field, if any
 
     def __post_init__(self) -> None:
         if self.bootstrap < 0:
@@ -109,6 +113,12 @@ def _coverage(questions: list[Question], predictions: dict[str, Prediction | Non
     return combine_coverage(per_question) if per_question else None
 
 
+def _agent_of(predictions: list[Prediction]) -> str | None:
+    """The agent every prediction names in its "agent" field, else None."""
+    agents = {p.extra.get("agent") for p in predictions}
+    return agents.pop() if len(agents) == 1 and None not in agents else None
+
+
 def evaluate(
     questions: list[Question],
     predictions: list[Prediction],
@@ -167,4 +177,15 @@ def evaluate(
         "workflow_stages": stage_taxonomy([(q, p, item.mudabench) for (q, p), item in zip(matched.pairs, items)]),
     })
     report["qguide"] = report["steps"].pop("qguide") if report["steps"] else None
+    # MADQA Appendix F.4: Kuiper under tokens and time as well as steps (engine/eval/analyses/effort.py)
+    report["effort_measures"] = effort_measures([(measures_of(item.effort, predicted.get(item.id)), item.correct)
+                                                 for item in items])
+    evidence_rows = [(q.id, q.evidence, item.correct) for (q, _), item in zip(matched.pairs, items)]
+    if report["steps"] is not None:  # MADQA Figures 22 and 23 (engine/eval/analyses/retrieval_curve.py)
+        report["steps"]["cumulative_hits"] = cumulative_hits(evidence_rows, by_episode[0])
+        report["steps"]["recovery"] = recovery_after_failed_first_query(evidence_rows, by_episode[0], config.level)
+    agent = config.agent or _agent_of(predictions)
+    report["guessability"] = (guessability([(q.question, q.answer_variants, item.correct)
+                                            for (q, _), item in zip(matched.pairs, items)], config.level)
+                              if agent in CLOSED_BOOK_AGENTS else None)  # MADQA Appendix E.2
     return EvalResult(report, items)
