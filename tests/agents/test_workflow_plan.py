@@ -36,8 +36,9 @@ def test_two_templates_are_checked_and_each_asked_of_its_documents():
     assert [f.name for f in parsed.fields_of("alder-ar-2023")] == ["revenue", "auditor"]
     schema = plan_schema({"year": {"type": "integer", "values": [2022, 2023]}})
     assert schema["properties"]["templates"]["maxItems"] == 4
-    assert schema["properties"]["fields"]["items"]["properties"]["type"]["enum"] == [
-        "number", "category", "boolean", "date", "text"]
+    number, other = schema["properties"]["fields"]["items"]["anyOf"]  # a number field cannot lack its unit
+    assert number["required"] == ["name", "type", "unit"] and number["properties"]["type"] == {"const": "number"}
+    assert other["properties"]["type"]["enum"] == ["category", "boolean", "date", "text"]
 
 
 @pytest.mark.parametrize(("changes", "message"), [

@@ -82,10 +82,13 @@ def _restriction_schema(schema: dict) -> dict:
 
 def plan_schema(schema: dict) -> dict:
     """JSON schema of the planner's reply for a corpus whose metadata has this field schema."""
-    field = {"type": "object", "properties": {"name": {"type": "string", "pattern": NAME_PATTERN},
-                                              "type": {"enum": list(FIELD_TYPES)},
-                                              "unit": {"enum": list(TARGET_UNITS)}},
+    name = {"type": "string", "pattern": NAME_PATTERN}
+    number = {"type": "object", "properties": {"name": name, "type": {"const": "number"},
+                                               "unit": {"enum": list(TARGET_UNITS)}},
+              "required": ["name", "type", "unit"], "additionalProperties": False}  # a number always has its unit
+    other = {"type": "object", "properties": {"name": name, "type": {"enum": [t for t in FIELD_TYPES if t != "number"]}},
              "required": ["name", "type"], "additionalProperties": False}
+    field = {"anyOf": [number, other]}
     template = {"type": "object",
                 "properties": {"subquery": {"type": "string", "minLength": 8, "maxLength": 160},
                                "fields": {"type": "array", "items": {"type": "string", "pattern": NAME_PATTERN},
