@@ -3,6 +3,7 @@
     dossier eval RUN_DIR                       # a run directory: gold path read from run.json
     dossier eval PRED.jsonl --gold Q.jsonl     # or predictions + gold (+ --trajectories T.jsonl)
     dossier eval compare RUN_A RUN_B           # paired McNemar test and Cohen's kappa
+    dossier eval compare RUN_A RUN_B RUN_C...  # system x system kappa and McNemar p matrices
     dossier eval splits EVAL_DIR... --out DIR  # CTT test/dev/train splits from several systems
     dossier eval calibrate-judge LABELS.jsonl  # judge sensitivity q1 and specificity q0
 
@@ -114,7 +115,8 @@ def score(
                           f"{MIN_CALIBRATION_ITEMS}, of both kinds, are needed)")
             q0, q1 = 1.0, 1.0  # the identity correction: the raw judge accuracy
     config = EvalConfig(calibration=JudgeCalibration(q1=q1, q0=q0, m1=judge_m1, m0=judge_m0),
-                        bootstrap=bootstrap, seed=seed, docvqa_require_marker=docvqa_strict)
+                        bootstrap=bootstrap, seed=seed, docvqa_require_marker=docvqa_strict,
+                        agent=(inputs.run or {}).get("agent"))  # closed-book runs get guessability classes
     judge_stats = None
     if judge:
         from engine.eval.judging import BatchedJudge, JudgeCache, items_to_judge, prejudge
@@ -189,6 +191,10 @@ def score(
         typer.echo(f"first search hit: page {_pct(first['page_hit_rate'])}, document {_pct(first['doc_hit_rate'])}"
                    + (f"; query drift {steps['query_drift']['mean']:.3f}" if steps.get("query_drift")
                       and steps["query_drift"]["mean"] is not None else ""))
+    from engine.eval.reports.analyses import analyses_lines
+
+    for line in analyses_lines(report):  # Kuiper per effort measure, MADQA Figures 22-23, guessability
+        typer.echo(line)
     coverage = report.get("mudabench_coverage")
     if coverage:
         typer.echo("MuDABench fact coverage: " + " · ".join(
@@ -212,8 +218,8 @@ def _pct(value: float | None) -> str:
 
 @eval_app.command("compare")
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="System A: eval dir (items.jsonl), run dir, or predictions file.")],
-    run_b: Annotated[Path, typer.Argument(help="System B, same kinds as A.")],
+    systems: Annotated[list[Path], typer.Argument(help="Two or more systems, each an eval dir (items.jsonl), a run "
+                                                       "dir, or a predictions file (with --gold).")],
     gold: GoldOpt = None,
     verdict: Annotated[str, typer.Option(help="What counts as right: correct (judge, else ANLS* >= 0.5), "
                                               "mudabench (MuDABench's numeric tolerance) or docvqa.")] = "correct",
@@ -221,7 +227,7 @@ def compare(
                                                            "(default: all an episode made).")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Paired comparison of two systems: exact McNemar test and Cohen's kappa on shared items.
+    """Paired comparison of two systems (exact McNemar test, Cohen's kappa), or matrices of them for three or more.
 
     Run directories are scored with their trajectories, and their behaviour is printed side by
     side first (MADQA's human-vs-agent comparison: a person's studio run against an agent's, or
@@ -240,14 +246,35 @@ def compare(
         A ana: 75.0% [53.1, 88.8]   B bm25: 15.0% [5.2, 36.0]   paired items 20
         both correct 3 · only A 12 · only B 0 · both wrong 5
         McNemar exact p = 0.000488 · Cohen's kappa = 0.167
+
+    With three or more systems each pair is compared on its shared items and the result is a
+    system x system Cohen's kappa matrix and a McNemar p matrix (--format json: "kappa",
+    "mcnemar_p", "n_paired" and every pair's full comparison under "pairs"):
+        $ dossier eval compare runs/bm25/eval runs/rag/eval runs/oracle/eval
+        accuracy: bm25 70.5% [63.8, 76.4] · rag 41.0% [34.4, 47.9] · oracle 88.0% [82.8, 91.8]
+        Cohen's kappa   bm25   rag    oracle
+        bm25            1.000  0.312  0.405
+        ...
     """
-    from engine.eval.compare import VERDICTS, compare_items, load_system, system_name
+    from engine.eval.compare import VERDICTS, compare_items, compare_many, load_system, matrix_lines, system_name
     from engine.eval.analyses.human import profile, profile_table
     from engine.eval.reports.numbers import ci_text
     from tools.errors import DossierError
 
     if verdict not in VERDICTS:
         raise DossierError(f"--verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    if len(systems) < 2:
+        raise DossierError(f"compare needs at least two systems, got {len(systems)} ({systems[0]}); give another "
+                           "eval dir, run dir or predictions file")
+    if len(systems) > 2:
+        many = compare_many([(system_name(path), load_system(path, gold)[0]) for path in systems], verdict=verdict)
+        if fmt is OutputFormat.json:
+            emit_json(many)
+            return
+        for line in matrix_lines(many):
+            typer.echo(line.rstrip())
+        return
+    run_a, run_b = systems
     (items_a, report_a), (items_b, report_b) = load_system(run_a, gold), load_system(run_b, gold)
     result = compare_items(items_a, items_b, verdict=verdict)
     result = {"a": system_name(run_a), "b": system_name(run_b), "verdict": verdict, **result,

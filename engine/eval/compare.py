@@ -14,7 +14,7 @@ from engine.eval.items import ItemResult
 from engine.eval.reports.files import load_item_results
 from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
 
-__all__ = ["load_system", "load_system_items", "compare_items", "system_name", "VERDICTS"]
+__all__ = ["load_system", "load_system_items", "compare_items", "compare_many", "matrix_lines", "system_name", "VERDICTS"]
 
 
 def system_name(source: str | Path) -> str:
@@ -92,3 +92,64 @@ def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95,
         "mcnemar_p": mcnemar_exact(only_a, only_b),
         "cohen_kappa": cohen_kappa(right_a, right_b),
     }
+
+
+def compare_many(systems: list[tuple[str, list[ItemResult]]], level: float = 0.95, verdict: str = "correct") -> dict:
+    """Every pair of three or more systems: the system x system Cohen's kappa and McNemar p matrices.
+
+    MADQA compares systems by kappa (how alike their right and wrong items are) beside accuracy;
+    each cell is `compare_items` on the pair's shared items, so a pair may share fewer items than
+    either system has.
+
+    Args:
+        systems: (name, item results) per system, in the order the matrices list them.
+
+    Returns:
+        {"systems": names, "accuracy": [{"system", "accuracy", "ci", "n"}], "kappa": matrix,
+         "mcnemar_p": matrix, "n_paired": matrix, "pairs": [{"a", "b", **compare_items}]};
+        a matrix is a list of rows, the diagonal kappa 1 and p 1 (a system against itself).
+    """
+    assert verdict in VERDICTS, f"unknown verdict {verdict!r}"
+    names = [name for name, _ in systems]
+    size = len(systems)
+    kappa = [[1.0 if i == j else None for j in range(size)] for i in range(size)]
+    p_value = [[1.0 if i == j else None for j in range(size)] for i in range(size)]
+    paired = [[len(items) if i == j else 0 for j in range(size)] for i, (_, items) in enumerate(systems)]
+    pairs = []
+    for i in range(size):
+        for j in range(i + 1, size):
+            result = compare_items(systems[i][1], systems[j][1], level, verdict)
+            kappa[i][j] = kappa[j][i] = result["cohen_kappa"]
+            p_value[i][j] = p_value[j][i] = result["mcnemar_p"]
+            paired[i][j] = paired[j][i] = result["n_paired"]
+            pairs.append({"a": names[i], "b": names[j], **result})
+    accuracy = []
+    for name, items in systems:
+        k = sum(1 for item in items if getattr(item, verdict))
+        accuracy.append({"system": name, "accuracy": k / len(items) if items else None,
+                         "ci": list(wilson_interval(k, len(items), level)), "n": len(items)})
+    return {"systems": names, "verdict": verdict, "accuracy": accuracy, "kappa": kappa, "mcnemar_p": p_value,
+            "n_paired": paired, "pairs": pairs}
+
+
+def _cell(value: float | None, p_value: bool) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3g}" if p_value else f"{value:.3f}"
+
+
+def matrix_lines(result: dict) -> list[str]:
+    """`compare_many`'s result as terminal lines: accuracies, then the kappa and McNemar p matrices."""
+    from engine.eval.reports.numbers import ci_text, pct
+
+    names = result["systems"]
+    lines = ["accuracy: " + " · ".join(f"{row['system']} {pct(row['accuracy'])} {ci_text(row['ci'])} (n={row['n']})"
+                                       for row in result["accuracy"])]
+    width = max(len(name) for name in names + ["McNemar exact p"])
+    column = max(8, *(len(name) + 2 for name in names))
+    for key, title in (("kappa", "Cohen's kappa"), ("mcnemar_p", "McNemar exact p"), ("n_paired", "paired items")):
+        lines.append(f"{title:<{width}}  " + "".join(f"{name:>{column}}" for name in names))
+        for name, row in zip(names, result[key]):
+            cells = [str(v) if key == "n_paired" else _cell(v, key == "mcnemar_p") for v in row]
+            lines.append(f"{name:<{width}}  " + "".join(f"{c:>{column}}" for c in cells))
+    return lines

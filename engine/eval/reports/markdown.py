@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.eval.reports.analyses import analyses_markdown
 from engine.eval.reports.numbers import ci_text, num, pct
 
 __all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows"]
@@ -122,6 +123,7 @@ def render_markdown(report: dict) -> str:
         lines += _table(["search budget N", "accuracy", "correct"],
                         [[str(r["budget"]), pct(r["accuracy"]), f"{r['correct']} / {r['n']}"]
                          for r in steps["accuracy_at_budget"]])
+    lines += analyses_markdown(report)  # Kuiper per effort measure, Figures 22-23, guessability
     if report.get("qguide"):
         from engine.eval.reports.qguide import qguide_markdown
 

@@ -1,7 +1,7 @@
 """Inline SVG charts for the HTML report: no JavaScript, no fonts or files to fetch.
 
 Two shapes cover the report: a line chart (one or more series, optional zero line) and a
-horizontal bar chart. Each returns one `<svg>` element with an `id` and `class="plot"`, so
+horizontal bar chart (optionally with an interval whisker per bar). Each returns one `<svg>` element with an `id` and `class="plot"`, so
 tests (and a headless browser) can find every plot.
 """
 
@@ -107,8 +107,13 @@ def line_chart(
     return "".join(parts)
 
 
-def bar_chart(rows: Sequence[tuple[str, float, str]], *, element_id: str, title: str) -> str:
-    """Horizontal bars: (label, value in [0, 1], text shown after the bar) per row."""
+def bar_chart(rows: Sequence[tuple[str, float, str]], *, element_id: str, title: str,
+              intervals: Sequence[tuple[float, float] | None] | None = None) -> str:
+    """Horizontal bars: (label, value in [0, 1], text shown after the bar) per row.
+
+    Args:
+        intervals: optional (low, high) in [0, 1] per row, drawn as a whisker across the bar's end.
+    """
     bar_h, gap, label_w = 22, 8, 190
     height = TOP + len(rows) * (bar_h + gap) + 12
     span = WIDTH - label_w - 90
@@ -119,10 +124,18 @@ def bar_chart(rows: Sequence[tuple[str, float, str]], *, element_id: str, title:
     for i, (label, value, text) in enumerate(rows):
         y = TOP + i * (bar_h + gap)
         width = max(0.0, min(1.0, value)) * span
+        text_x = label_w + width + 6
         parts.append(f'<text x="{label_w - 8}" y="{y + bar_h * 0.7:.1f}" text-anchor="end" font-size="12">'
                      f"{escape(label)}</text>"
                      f'<rect class="bar" x="{label_w}" y="{y}" width="{width:.1f}" height="{bar_h}" '
-                     f'fill="{COLORS[i % len(COLORS)]}"/>'
-                     f'<text x="{label_w + width + 6:.1f}" y="{y + bar_h * 0.7:.1f}" font-size="12">{escape(text)}</text>')
+                     f'fill="{COLORS[i % len(COLORS)]}"/>')
+        interval = intervals[i] if intervals and i < len(intervals) else None
+        if interval is not None:
+            low, high = (label_w + max(0.0, min(1.0, v)) * span for v in interval)
+            mid = y + bar_h / 2
+            parts.append(f'<path class="ci" d="M{low:.1f},{mid:.1f}H{high:.1f}M{low:.1f},{mid - 5:.1f}V{mid + 5:.1f}'
+                         f'M{high:.1f},{mid - 5:.1f}V{mid + 5:.1f}" stroke="#222" stroke-width="1.5" fill="none"/>')
+            text_x = max(text_x, high + 6)  # the text follows the whisker, not over it
+        parts.append(f'<text x="{text_x:.1f}" y="{y + bar_h * 0.7:.1f}" font-size="12">{escape(text)}</text>')
     parts.append("</svg>")
     return "".join(parts)
