@@ -200,6 +200,8 @@ def score(
         typer.echo("MuDABench fact coverage: " + " · ".join(
             f"{level} {_pct(coverage[f'{level}_accuracy'])} ({coverage[f'{level}_correct']}/{coverage[f'{level}_total']})"
             for level in ("cell", "row", "column")))
+        scoring = report.get("mudabench_scoring") or {}
+        typer.echo(f"MuDABench scored by: final answer {scoring.get('final_answer')}; coverage {scoring.get('coverage')}")
     stages = report.get("workflow_stages")
     if stages:
         typer.echo(f"workflow stage taxonomy ({stages['questions'] - stages['correct']} wrong of {stages['questions']}): "
