@@ -104,7 +104,8 @@ def _retrieval_curve_plot(report: dict) -> str:
     chart = line_chart([("gold document", [(r["i"], r["doc_rate"]) for r in rows]),
                         ("gold page", [(r["i"], r["page_rate"]) for r in rows])],
                        element_id="plot-retrieval-curve", title="Cumulative gold hits by search iteration",
-                       x_label="search iteration i (searches 1..i)", y_label="share of questions", y_range=(0.0, 1.0))
+                       x_label="search iteration i (searches 1..i)", y_label="share of questions", y_range=(0.0, 1.0),
+                       dashed=("gold page",))  # never above the document curve: dashed, so both show where equal
     return chart + (f'<p class="note">Over the {curve["n"]} questions with gold evidence and a trajectory; after '
                     f'search 1: document {pct(rows[0]["doc_rate"])}, page {pct(rows[0]["page_rate"])}; after search '
                     f'{rows[-1]["i"]}: document {pct(rows[-1]["doc_rate"])}, page {pct(rows[-1]["page_rate"])}.</p>')

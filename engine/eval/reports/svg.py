@@ -46,6 +46,7 @@ def line_chart(
     y_range: tuple[float, float] | None = None,
     zero_line: bool = False,
     steps: bool = False,
+    dashed: Sequence[str] = (),
 ) -> str:
     """A line chart of (x, y) points per named series.
 
@@ -56,6 +57,7 @@ def line_chart(
         y_range: fixed y axis limits (default: the data's range).
         zero_line: draw a dashed line at y = 0.
         steps: draw each series as a step function (value holds until the next x).
+        dashed: names of series drawn dashed (one that may lie on top of another stays visible).
     """
     points = [p for _, pts in series for p in pts]
     xs = [p[0] for p in points] or [0.0, 1.0]
@@ -92,8 +94,9 @@ def line_chart(
                 path.append(f"{sx(x):.1f},{sy(pts[i - 1][1]):.1f}")
             path.append(f"{sx(x):.1f},{sy(y):.1f}")
         color = COLORS[number % len(COLORS)]
+        dash = ' stroke-dasharray="7 4"' if name in dashed else ""
         parts.append(f'<polyline class="series" data-series="{escape(name)}" fill="none" stroke="{color}" '
-                     f'stroke-width="2" points="{" ".join(path)}"/>')
+                     f'stroke-width="2"{dash} points="{" ".join(path)}"/>')
         for x, y in pts if len(pts) <= 60 else ():
             parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>')
         if len(series) > 1:
