@@ -252,10 +252,13 @@ def compare(
     With three or more systems each pair is compared on its shared items and the result is a
     system x system Cohen's kappa matrix and a McNemar p matrix (--format json: "kappa",
     "mcnemar_p", "n_paired" and every pair's full comparison under "pairs"):
-        $ dossier eval compare runs/bm25/eval runs/rag/eval runs/oracle/eval
-        accuracy: bm25 70.5% [63.8, 76.4] · rag 41.0% [34.4, 47.9] · oracle 88.0% [82.8, 91.8]
-        Cohen's kappa   bm25   rag    oracle
-        bm25            1.000  0.312  0.405
+        $ dossier eval compare runs/int8 runs/none runs/guided     # the sample suite, 20 items
+        accuracy: int8 25.0% [11.2, 46.9] (n=20) · none 30.0% [14.5, 51.9] (n=20) · guided 10.0% ...
+        Cohen's kappa        int8    none  guided
+        int8                1.000   0.375   0.167
+        ...
+        McNemar exact p      int8    none  guided
+        int8                    1       1   0.375
         ...
     """
     from engine.eval.compare import VERDICTS, compare_items, compare_many, load_system, matrix_lines, system_name
