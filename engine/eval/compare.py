@@ -14,7 +14,8 @@ from engine.eval.items import ItemResult
 from engine.eval.reports.files import load_item_results
 from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
 
-__all__ = ["load_system", "load_system_items", "compare_items", "compare_many", "matrix_lines", "system_name", "VERDICTS"]
+__all__ = ["load_system", "load_system_items", "compare_items", "compare_many", "matrix_lines", "system_name",
+           "VERDICTS"]
 
 
 def system_name(source: str | Path) -> str:

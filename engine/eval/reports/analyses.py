@@ -67,7 +67,8 @@ def analyses_lines(report: dict) -> list[str]:
         kuipers = " · ".join(f"{name.replace('_', ' ')} {num(m['kuiper'], 2)}"
                              + (f" ({m['missing']} missing)" if m["missing"] else "")
                              for name, m in effort["measures"].items())
-        rhos = " · ".join(f"{p['b'].replace('_', ' ')} {num(p['rho'])}" for p in effort["spearman"] if p["a"] == "steps")
+        rhos = " · ".join(f"{p['b'].replace('_', ' ')} {num(p['rho'])}"
+                          for p in effort["spearman"] if p["a"] == "steps")
         lines.append(f"Kuiper by effort measure: {kuipers}")
         lines.append(f"Spearman rho of steps with: {rhos}")
     steps = report.get("steps") or {}

@@ -1,7 +1,8 @@
 """Inline SVG charts for the HTML report: no JavaScript, no fonts or files to fetch.
 
 Two shapes cover the report: a line chart (one or more series, optional zero line) and a
-horizontal bar chart (optionally with an interval whisker per bar). Each returns one `<svg>` element with an `id` and `class="plot"`, so
+horizontal bar chart (optionally with an interval whisker per bar).
+Each returns one `<svg>` element with an `id` and `class="plot"`, so
 tests (and a headless browser) can find every plot.
 """
 
