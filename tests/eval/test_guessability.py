@@ -58,3 +58,26 @@ def test_reported_only_for_closed_book_runs():
     # without an "agent" field on the predictions, run.json's agent (passed by `dossier eval`) decides
     assert evaluate(*_run(None), config=EvalConfig(bootstrap=0)).report["guessability"] is None
     assert evaluate(*_run(None), config=EvalConfig(bootstrap=0, agent="closed-book")).report["guessability"]
+
+
+def test_dossier_eval_on_a_closed_book_run_directory_prints_the_classes(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    gold, predictions = _run(None)  # no "agent" on the predictions: run.json says closed-book
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(q.to_json()) + "\n" for q in gold))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"agent": "closed-book", "questions": str(tmp_path / "q.jsonl")}))
+    (run / "predictions.jsonl").write_text("".join(json.dumps(p.to_json()) + "\n" for p in predictions))
+    result = CliRunner().invoke(app, ["eval", str(run), "--out", str(tmp_path / "eval"), "--bootstrap", "0"])
+    assert result.exit_code == 0, result.output
+    assert ("closed-book guessability 50.0% of 6: yes/no 1/1 · binary choice (A or B) 1/2 · "
+            "other (memorisation) 1/3; chance share 25.0%, memorised share 16.7%") in result.output
+    assert "Kuiper by effort measure: steps — (6 missing)" in result.output  # no searches, no iterations recorded
+    html = (tmp_path / "eval" / "report.html").read_text()
+    assert 'id="plot-guessability"' in html
+    assert "## Guessability (closed-book" in (tmp_path / "eval" / "report.md").read_text()

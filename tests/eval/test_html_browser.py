@@ -99,3 +99,16 @@ def test_madqa_analyses_plots_render_in_headless_chromium(tmp_path):
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}",
                     "--window-size=1000,4000", files["html"]], capture_output=True, timeout=120)
     assert shot.is_file() and shot.stat().st_size > 40_000  # a long page of plots, not a blank image
+
+
+def test_a_report_written_before_the_madqa_analyses_still_renders():
+    from engine.eval.reports.html import render_html
+    from engine.eval.reports.markdown import render_markdown
+
+    report = evaluate(GOLD, PREDICTIONS, config=EvalConfig(bootstrap=0)).report
+    for key in ("effort_measures", "guessability"):
+        report.pop(key)
+    report["taxonomy"]["counts"].pop("correct_verbose")
+    html = render_html(report)
+    assert 'id="plot-retrieval-curve"' in html and "Kuiper by effort measure" not in html
+    assert "verbose" not in render_markdown(report)
