@@ -35,7 +35,7 @@ from tools.errors import DossierError
 
 __all__ = ["Plan", "Template", "plan_schema", "parse_plan", "fill_template", "PLAN_TOKENS", "MAX_TEMPLATES"]
 
-PLAN_TOKENS = 320  # a plan with two templates and three fields is ~150-250 tokens of JSON
+PLAN_TOKENS = 512  # a plan with two templates and three fields is ~150-250 tokens of JSON; four long ones ~450
 MAX_TEMPLATES = 4
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
