@@ -12,6 +12,11 @@ to agents that used the same search tool:
   gold page in the first result list), Kuiper, time per question — the rows `dossier eval
   compare` prints side by side for two systems, above the 2x2 table and Cohen's kappa.
 
+- the condition of a human run: "oracle" when the studio showed the gold evidence pages first
+  (`dossier studio --oracle`, MADQA's human oracle, 99.4 % in the paper), "search" otherwise, so
+  that such a run is never read as a search result: `condition_note` heads its report and the
+  compare table.
+
 Every mean is over the gold items that have a prediction; items without one are counted in `n`
 of the report, not here.
 """
@@ -27,7 +32,9 @@ from engine.eval.items import ItemResult
 from engine.eval.stats import wilson_interval
 from engine.eval.trajectories import Episode
 
-__all__ = ["behaviour_summary", "behaviour_text", "profile", "profile_table", "PROFILE_ROWS"]
+__all__ = ["behaviour_summary", "behaviour_text", "condition_note", "profile", "profile_table", "PROFILE_ROWS"]
+
+ORACLE_NOTE = "oracle condition: gold pages shown"  # what a report of an oracle-condition run says first
 
 
 def _stats(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -46,6 +53,7 @@ def behaviour_summary(items: Sequence[ItemResult], predictions: dict[str, Predic
     """
     searches, seconds, views = [], [], []
     finish: Counter = Counter()
+    conditions: Counter = Counter()  # the studio's "condition" (search / oracle); absent for agents
     for item in items:
         prediction = predictions.get(item.id)
         if prediction is None:
@@ -58,6 +66,8 @@ def behaviour_summary(items: Sequence[ItemResult], predictions: dict[str, Predic
         if isinstance(prediction.extra.get("page_views"), int):
             views.append(prediction.extra["page_views"])
         finish[str(prediction.extra.get("finish", "unknown"))] += 1
+        if prediction.extra.get("condition") is not None:
+            conditions[str(prediction.extra["condition"])] += 1
     searches_mean, searches_median = _stats(searches)
     time_mean, time_median = _stats(seconds)
     attempted = [i for i in items if predictions.get(i.id) is not None
@@ -75,7 +85,22 @@ def behaviour_summary(items: Sequence[ItemResult], predictions: dict[str, Predic
         "accuracy_not_skipped": correct / len(attempted) if attempted else None,
         "accuracy_not_skipped_ci": list(wilson_interval(correct, len(attempted), level)),
         "n_not_skipped": len(attempted),
+        # one condition for the whole run, "mixed" when predictions disagree, None when none names one
+        "condition": (next(iter(conditions)) if len(conditions) == 1 else "mixed") if conditions else None,
+        "conditions": dict(sorted(conditions.items())),
     }
+
+
+def condition_note(behaviour: dict | None) -> str | None:
+    """What a report must say first about a run's condition: the oracle's, or a mix; None for search runs."""
+    condition = (behaviour or {}).get("condition")
+    if condition == "oracle":
+        return (f"{ORACLE_NOTE} (MADQA's human oracle: retrieval solved, a reading-comprehension ceiling, "
+                "not comparable with search runs)")
+    if condition == "mixed":
+        counts = ", ".join(f"{k} {v}" for k, v in (behaviour.get("conditions") or {}).items())
+        return f"mixed conditions ({counts}): some answers saw the gold pages; score each condition's run apart"
+    return None
 
 
 # (key in the profile, label, how to print it)
@@ -107,6 +132,7 @@ def profile(report: dict) -> dict:
         "kuiper": report.get("kuiper"),
         "time_median_s": behaviour.get("time_median_s"),
         "page_views_per_question": behaviour.get("page_views_per_question"),
+        "condition": behaviour.get("condition"),
     }
 
 
@@ -143,4 +169,8 @@ def profile_table(name_a: str, a: dict, name_b: str, b: dict) -> list[str]:
     col = max(12, len(name_a) + 2, *(len(x) + 2 for _, x, _ in rows))
     lines = [f"{'':<{width}}  {'A ' + name_a:<{col + 2}}B {name_b}"]
     lines += [f"{label:<{width}}  {x:<{col + 2}}{y}" for label, x, y in rows]
+    for side, name, figures in (("A", name_a, a), ("B", name_b, b)):
+        note = condition_note({"condition": figures.get("condition")})
+        if note:  # an oracle run beside a search run: say what the gap measures
+            lines.append(f"{side} {name}: {note}")
     return lines

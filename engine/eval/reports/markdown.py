@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.eval.analyses.human import condition_note
 from engine.eval.reports.analyses import analyses_markdown
 from engine.eval.reports.numbers import ci_text, num, pct
 
@@ -44,7 +45,9 @@ def headline_rows(report: dict) -> list[tuple[str, str, str]]:
         head = [("accuracy (ANLS* ≥ 0.5)", pct(report["accuracy"]),
                  ci_text(report["accuracy_ci"]) + " no --judge: MADQA's headline is an LLM judge's accuracy corrected "
                  "for its errors, which also accepts right answers ANLS* rejects (e.g. with a unit or scale)")]
+    condition = condition_note(report.get("behaviour"))  # an oracle-condition human run is reported apart
     return [
+        *([("condition", str(report["behaviour"]["condition"]), condition)] if condition else []),
         *head,
         ("mean ANLS*", num(report["mean_anls"]), ""),
         ("exact match", pct(report["exact_match"]), ci_text(report["exact_match_ci"])),
