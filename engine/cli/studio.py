@@ -25,6 +25,9 @@ def studio_cmd(
     search_mode: Annotated[str, typer.Option(help="boolean (MADQA's query language) or bag (free text).")] = "boolean",
     rerank: Annotated[str, typer.Option(help="none, or late (as `dossier run --rerank`).")] = "none",
     dpi: Annotated[int, typer.Option(help="Resolution of page images in the viewer.")] = 150,
+    oracle: Annotated[bool, typer.Option("--oracle", help="MADQA's human oracle condition: show each question's "
+                                         "gold evidence pages first (the search stays available). Recorded in "
+                                         "run.json and every trajectory; `dossier eval` reports it apart.")] = False,
 ) -> None:
     """Serve the search studio: people answer questions with the BM25 agent's own search tool.
 
@@ -34,6 +37,13 @@ def studio_cmd(
     journal). A refresh or a restart resumes at the next unanswered question. Binds
     127.0.0.1 unless told otherwise; another --host needs --token. Score a person's run
     with `dossier eval OUT/<name>`, and compare it with an agent's with `dossier eval compare`.
+
+    A new annotator is shown a resume code once (it is printed here too): signing in with the
+    name and that code continues the run in another browser, or after cookies were cleared.
+
+    With --oracle, each question opens with its gold evidence pages (MADQA's 99.4 % condition,
+    where retrieval is solved and only reading is left); questions without gold evidence are
+    listed at start and shown without pages. Use another --out than the search condition's.
 
     Example:
         $ dossier studio --corpus demo/corpus --questions demo/sample/questions.jsonl --out runs/human
@@ -45,9 +55,15 @@ def studio_cmd(
 
     config = StudioConfig(corpus=corpus, questions=questions, out=out, host=host, port=port,
                           token=token or os.environ.get("DOSSIER_STUDIO_TOKEN") or None, k=k,
-                          search_mode=search_mode, rerank=rerank, dpi=dpi)
+                          search_mode=search_mode, rerank=rerank, dpi=dpi, oracle=oracle)
     typer.echo("loading the corpus and its search index...", err=True)
     server, studio = build_server(config)
+    studio.announce = typer.echo
+    if studio.oracle_problems:
+        typer.echo(f"oracle condition: {len(studio.oracle_problems)} of {len(studio.questions)} questions show "
+                   "fewer than their gold pages:", err=True)
+        for line in studio.oracle_problems:
+            typer.echo(f"  {line}", err=True)
     stats = studio.store.stats()
     original_startup = server.startup
 
@@ -60,7 +76,8 @@ def studio_cmd(
             typer.echo(f"Dossier studio: {url}  (Ctrl+C stops it)")
             typer.echo(f"corpus {corpus}: {stats['documents']} documents, {stats['pages']} pages · "
                        f"{len(studio.questions)} questions · search: top {config.k}, "
-                       f"{'boolean query language' if config.search_mode == 'boolean' else 'free text'}")
+                       f"{'boolean query language' if config.search_mode == 'boolean' else 'free text'}"
+                       + (" · oracle condition: gold pages shown first" if oracle else ""))
             typer.echo(f"each annotator's run: {out}/<name>/ · score one with: dossier eval {out}/<name>")
 
     server.startup = startup

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.agents.run_dir import (append_record, check_resume, commit_episode, finished_ids, read_records,
                                    write_run_json)
-from engine.datasets.formats import Question
+from engine.datasets.formats import Evidence, Question
 from engine.studio.trajectory import ACTIONS, FINISH, build_records, iso_time, marked_pages
 from tools.errors import DossierError
 
@@ -60,12 +60,16 @@ class AnnotatorRun:
         name: the annotator's display name (kept from run.json when the run exists).
         questions: the question set, in presentation order.
         meta: run.json's content for a new run; an existing run must agree on the keys in `RESUME_KEYS`.
+        oracle_pages: under the oracle condition, question id -> the gold pages shown with it
+            (recorded in each trajectory); None for the search condition.
     """
 
     RESUME_KEYS = ("agent", "questions", "corpus", "settings")
 
-    def __init__(self, directory: Path, name: str, questions: list[Question], meta: dict):
+    def __init__(self, directory: Path, name: str, questions: list[Question], meta: dict,
+                 oracle_pages: dict[str, list[Evidence]] | None = None):
         self.directory = Path(directory)
+        self.oracle_pages = oracle_pages
         self.questions = questions
         self.by_id = {q.id: q for q in questions}
         self.lock = threading.RLock()
@@ -162,7 +166,8 @@ class AnnotatorRun:
         return event
 
     def _commit(self, question: Question, events: list[dict]) -> dict:
-        trajectory, prediction = build_records(question, events, self.name)
+        shown = None if self.oracle_pages is None else self.oracle_pages.get(question.id, [])
+        trajectory, prediction = build_records(question, events, self.name, shown)
         commit_episode(self.directory, trajectory, prediction)  # the prediction, the commit marker, last
         self.done.add(question.id)
         self.events.pop(question.id, None)

@@ -3,7 +3,8 @@
     GET  /                                     the single-page app (engine/studio/static/)
     GET  /static/{studio.js|studio.css}        its script and style; nothing else is served from disk
     GET  /api/info                             corpus, question count, top-k, query language
-    POST /api/signin {"name"}                  open or resume an annotator's run -> state
+    POST /api/signin {"name", "resume_code"?}  open or resume an annotator's run -> state (a new run's
+                                               state carries its "resume_code", once)
     GET  /api/annotators/{slug}/state          current question, progress, searches/marks so far
     POST /api/annotators/{slug}/search         {"question_id", "query"} -> the agents' top-k
     POST /api/annotators/{slug}/view           {"question_id", "document", "page", "via"}
@@ -14,6 +15,12 @@
 Sign-in sets a signed cookie for the annotator (engine/studio/session.py); every
 `/api/annotators/{slug}/...` request must carry the cookie of that slug (403 otherwise), and
 signing in under a name whose run exists needs it too (409), so nobody acts as another annotator.
+A browser without that cookie signs in with the name and the run's resume code instead (a
+wrong code is 403); the code is shown once, when the run starts, and printed in the terminal.
+
+Under `--oracle` (MADQA's human oracle condition) the state carries the question's gold
+evidence pages ("oracle": {"pages": [...], "note"}), which the page shows before the search box
+and opens in the viewer first (a view with via "oracle").
 
 Every error is JSON `{"error": "..."}` with a 4xx status (403 for another annotator's paths, 404
 for anything outside the corpus, 409 for a stale tab or a name already taken, 422 for a malformed
@@ -85,6 +92,7 @@ def create_app(studio: Studio):
 
     class SignIn(Body):
         name: str = Field(min_length=1, max_length=40)
+        resume_code: str | None = Field(default=None, max_length=40)
 
     class OnQuestion(Body):
         question_id: str = Field(min_length=1, max_length=200)
@@ -95,7 +103,7 @@ def create_app(studio: Studio):
     class View(OnQuestion):
         document: str = Field(min_length=1, max_length=300)
         page: int = Field(ge=1, le=1_000_000)
-        via: Literal["result", "next", "previous", "marked"] = "result"
+        via: Literal["result", "next", "previous", "marked", "oracle"] = "result"
 
     class Mark(OnQuestion):
         document: str = Field(min_length=1, max_length=300)
@@ -159,9 +167,17 @@ def create_app(studio: Studio):
 
     def state(run: AnnotatorRun, present: bool = True) -> dict:
         question = run.present() if present else run.current()
-        body = {"annotator": run.name, "slug": run.directory.name, "progress": run.progress(), "question": None}
+        body = {"annotator": run.name, "slug": run.directory.name, "progress": run.progress(), "question": None,
+                "condition": "oracle" if studio.oracle_pages is not None else "search"}
         if question is None:
             return body
+        if studio.oracle_pages is not None:
+            pages = studio.oracle_pages.get(question.id, [])
+            missing = len(question.evidence) - len(pages)
+            note = ("this question has no gold evidence pages: answer it with the search" if not question.evidence
+                    else f"{missing} gold page(s) of this question are not in the corpus" if missing else None)
+            body["oracle"] = {"pages": [{**p.to_json(), "page_count": studio.page_counts[p.document]} for p in pages],
+                              "note": note}
         events = run.question_events(question.id)
         searches = [e for e in events if e["type"] == "search"]
         views = [e for e in events if e["type"] == "view"]
@@ -203,10 +219,25 @@ def create_app(studio: Studio):
     @app.post("/api/signin")
     def sign_in(body: SignIn, request: Request):
         slug = annotator_slug(body.name)
-        if studio.has_run(slug) and not studio.sessions.holds(request.headers.get("cookie", ""), slug):
-            raise ConflictError(f"an annotator named {body.name.strip()!r} (names ignore case) already has a run here; "
-                                "if it is yours, continue in the browser you started in, otherwise pick another name")
-        reply = JSONResponse(state(studio.sign_in(body.name)))
+        name = body.name.strip()
+        existed = studio.has_run(slug)
+        if existed and not studio.sessions.holds(request.headers.get("cookie", ""), slug):
+            if not (body.resume_code or "").strip():
+                raise ConflictError(f"an annotator named {name!r} (names ignore case) already has a run here; if it "
+                                    "is yours, enter your resume code (shown when you first signed in; the person "
+                                    "running the studio can read it in the studio's terminal), otherwise pick "
+                                    "another name")
+            if not studio.sessions.resume_code_matches(slug, body.resume_code):
+                raise ForbiddenError(f"wrong resume code for {name!r}; enter the code you were shown when you first "
+                                     "signed in (the person running the studio can read it in the studio's "
+                                     "terminal), or pick another name")
+        body_state = state(studio.sign_in(body.name))
+        if not existed:  # shown once: the only way back in from another browser
+            code = studio.sessions.resume_code(slug)
+            body_state["resume_code"] = code
+            if studio.announce is not None:
+                studio.announce(f"new annotator {name!r} ({studio.config.out / slug}): resume code {code}")
+        reply = JSONResponse(body_state)
         reply.headers["set-cookie"] = studio.sessions.cookie(slug)
         return reply
 

@@ -32,6 +32,7 @@ class StudioConfig:
     dpi: int = 150  # resolution of page images in the viewer, dots per inch
     max_pixels: int = 4_000_000  # pixel cap per page image (width x height)
     max_body_bytes: int = 65_536  # largest request body accepted, bytes (a 413 beyond it)
+    oracle: bool = False  # MADQA's human oracle condition: each question's gold evidence pages are shown first
 
     def __post_init__(self):
         self.corpus, self.questions, self.out = Path(self.corpus), Path(self.questions), Path(self.out)
@@ -61,4 +62,6 @@ class StudioConfig:
     def search_settings(self) -> dict:
         """The settings recorded in each annotator's run.json (those of `dossier run` that apply to a person)."""
         return {"k": self.k, "search_mode": self.search_mode, "page_chars": self.page_chars, "rerank": self.rerank,
-                "late_model": self.late_model, "render_dpi": self.dpi, "render_max_pixels": self.max_pixels}
+                "late_model": self.late_model, "render_dpi": self.dpi, "render_max_pixels": self.max_pixels,
+                # an oracle run never resumes as a search-only one, nor the other way round
+                **({"condition": "oracle"} if self.oracle else {})}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.agents.env import AgentEnv
-from engine.datasets.formats import Question, load_questions
+from engine.datasets.formats import Evidence, Question, load_questions
 from engine.studio.annotator import AnnotatorRun, annotator_slug
 from engine.studio.session import Sessions
 from engine.studio.config import StudioConfig
@@ -80,16 +80,43 @@ class Studio:
         self._runs: dict[str, AnnotatorRun] = {}
         self._lock = threading.Lock()
         self.sessions = Sessions(config.out)  # which annotator each browser is (engine/studio/session.py)
+        self.announce = None  # called with a line for the operator's terminal (a new annotator's resume code)
+        # the oracle condition (MADQA's human oracle): question id -> the gold pages shown, and the
+        # questions that show fewer than their gold evidence (none given, or pages not in the corpus)
+        self.oracle_pages: dict[str, list[Evidence]] | None = None
+        self.oracle_problems: list[str] = []
+        if config.oracle:
+            self.oracle_pages, self.oracle_problems = self._oracle_pages()
         vocab = self.env.searcher.index.vocab
         if len(vocab):  # the first search compiles the BM25 kernel (seconds): not on a person's first query
             self.env.search(str(vocab[len(vocab) // 2]), self.config.k)
 
+    def _oracle_pages(self) -> tuple[dict[str, list[Evidence]], list[str]]:
+        """Each question's gold pages that exist in the corpus, and one line per question showing fewer."""
+        pages: dict[str, list[Evidence]] = {}
+        problems = []
+        for question in self.questions:
+            shown = list(dict.fromkeys(e for e in question.evidence
+                                       if 1 <= e.page <= self.page_counts.get(e.document, 0)))
+            absent = [e for e in question.evidence if e not in shown]
+            pages[question.id] = shown
+            if not question.evidence:
+                problems.append(f"{question.id}: no gold evidence in the question file; shown without pages")
+            elif absent:
+                listed = ", ".join(f"{e.document} p. {e.page}" for e in absent[:5]) + (" ..." if len(absent) > 5 else "")
+                problems.append(f"{question.id}: gold page(s) not in the corpus: {listed}; "
+                                + (f"shown with the other {len(shown)}" if shown else "shown without pages"))
+        return pages, problems
+
     # -- annotators ---------------------------------------------------------------------------------
     def run_meta(self) -> dict:
-        """run.json of an annotator's run (CONTRIBUTING's schema, agent "human")."""
+        """run.json of an annotator's run (CONTRIBUTING's schema, agent "human").
+
+        "condition" is "oracle" when the gold pages were shown (MADQA's human oracle), else "search".
+        """
         return {"agent": "human", "model": "human", "questions": str(self.config.questions.resolve()),
                 "corpus": str(self.config.corpus.resolve()), "settings": self.config.search_settings(),
-                "seed": None}
+                "seed": None, "condition": "oracle" if self.config.oracle else "search"}
 
     def sign_in(self, name: str) -> AnnotatorRun:
         """Open (or resume) the run of the annotator with this name.
@@ -101,7 +128,8 @@ class Studio:
         with self._lock:
             run = self._runs.get(slug)
             if run is None:
-                run = AnnotatorRun(self.config.out / slug, name.strip(), self.questions, self.run_meta())
+                run = AnnotatorRun(self.config.out / slug, name.strip(), self.questions, self.run_meta(),
+                                   self.oracle_pages)
                 self._runs[slug] = run
             return run
 

@@ -7,10 +7,18 @@ server restart and nobody can make one for another name. A request for
 exists needs it too, so two people who type the same name (in any case: names fold to one slug)
 cannot share a run by accident, and nobody opens another's run by typing their name. One cookie
 per annotator lets a shared machine keep several people's sessions.
+
+A browser that lost the cookie (another machine, cleared cookies) gets back in with the
+annotator's resume code: shown once, at the sign-in that starts the run, and printed in the
+studio's terminal. It is the HMAC of the slug under the same key with another label (12
+base-32 characters, 60 bits, like `K7QF-3MZP-XW2D`), so it needs no storage, survives
+restarts, and cannot be derived from the cookie. Signing in with the name and the code
+re-binds the new browser; a wrong code is refused.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -48,6 +56,18 @@ class Sessions:
     def cookie(self, slug: str) -> str:
         """The Set-Cookie value letting this browser act as `slug`."""
         return f"{self._name(slug)}={self._sign(slug)}; Path=/; HttpOnly; SameSite=Strict"
+
+    def resume_code(self, slug: str) -> str:
+        """The code that lets a new browser sign in as `slug` (see the module docstring)."""
+        digest = hmac.new(self._key, b"resume\0" + slug.encode("utf-8"), hashlib.sha256).digest()
+        code = base64.b32encode(digest).decode("ascii")[:12]
+        return "-".join(code[i:i + 4] for i in range(0, 12, 4))
+
+    def resume_code_matches(self, slug: str, code: str) -> bool:
+        """Whether `code` is `slug`'s resume code (case, spaces and dashes ignored)."""
+        given = "".join(ch for ch in code.upper() if ch not in " -")
+        expected = self.resume_code(slug).replace("-", "")
+        return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("ascii"))
 
     def holds(self, cookie_header: str, slug: str) -> bool:
         """Whether a request's Cookie header carries a valid session for `slug`."""

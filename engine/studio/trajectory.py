@@ -8,7 +8,8 @@ of CONTRIBUTING.md ("Run directories and trajectories"), each action a step:
                    tool_result {"pages": [{"document", "page"}, ...]} or {"error": "..."},
                    timing {"tool_s": server seconds}
     view_page      tool_call {"name": "view_page", "arguments": {"document", "page"}},
-                   tool_result {"dwell_s": seconds until the next action}, "via": result|next|previous|marked
+                   tool_result {"dwell_s": seconds until the next action},
+                   "via": result|next|previous|marked|oracle (a gold page shown under --oracle)
     mark_evidence  tool_call {"name": "mark_evidence", "arguments": {"document", "page", "marked": bool}}
     answer         tool_call {"name": "answer", "arguments": {"answer": [...], "citations": [...]}}
     give_up        "I can't find it": tool_call {"name": "give_up", "arguments": {"citations": [...]}}
@@ -18,7 +19,10 @@ Every step also carries "time" (UTC, ISO 8601) and "elapsed_s" (seconds since th
 first shown); "raw_output" is the action in the agents' flat tool-call form (a search step's is
 exactly what the BM25 agent would emit, `{"tool": "search", "query": "..."}`); "input_delta" holds
 the question on the first step (what the screen showed before the first action). Tokens are absent.
-The prediction's `search_history` lists the queries (MADQA's effort) and `iterations` counts
+The trajectory's "condition" is "search", or "oracle" when the gold evidence pages were shown
+with the question (MADQA's human oracle; `dossier studio --oracle`), then "oracle_pages" lists
+them (empty for a question without gold evidence); the prediction's extra carries the same
+"condition", so `dossier eval` reports such runs apart. The prediction's `search_history` lists the queries (MADQA's effort) and `iterations` counts
 searches plus the final answer (none for a skip), as a model's turns would.
 """
 
@@ -86,7 +90,8 @@ def _step(event: dict, number: int, opened: float, next_t: float | None) -> dict
     return step
 
 
-def build_records(question: Question, events: list[dict], annotator: str) -> tuple[dict, Prediction]:
+def build_records(question: Question, events: list[dict], annotator: str,
+                  oracle_pages: list[Evidence] | None = None) -> tuple[dict, Prediction]:
     """The trajectory line and the prediction of one finished question.
 
     Args:
@@ -94,6 +99,8 @@ def build_records(question: Question, events: list[dict], annotator: str) -> tup
         events: its journal events in order: "open"/"resume" first, a terminal one
             (answer, not_found or skip) last.
         annotator: the annotator's name, recorded on both records.
+        oracle_pages: the gold pages shown with the question under the oracle condition; None
+            for the search condition.
     """
     assert events and events[-1]["type"] in FINISH, "a question's records need its terminal event"
     opened = events[0]["t"]
@@ -109,15 +116,17 @@ def build_records(question: Question, events: list[dict], annotator: str) -> tup
     citations = [Evidence.from_json(c, "studio") for c in last.get("citations", [])]
     answer = last["answer"] if reason == "answered" else None
     wall_s = round(last["t"] - opened, 3)
+    condition = "search" if oracle_pages is None else "oracle"
     trajectory = {
         "id": question.id, "question": question.question, "agent": "human", "annotator": annotator,
+        "condition": condition, **({} if oracle_pages is None else {"oracle_pages": [e.to_json() for e in oracle_pages]}),
         "opened": [e["time"] for e in events if e["type"] in ("open", "resume")],
         "steps": steps,
         "final": {"answer": answer, "citations": [c.to_json() for c in citations], "reason": reason},
         "wall_s": wall_s,
     }
     queries = [e["query"] for e in actions if e["type"] == "search"]
-    extra = {"agent": "human", "annotator": annotator, "finish": reason, "wall_s": wall_s, "steps": len(steps),
+    extra = {"agent": "human", "annotator": annotator, "condition": condition, "finish": reason, "wall_s": wall_s, "steps": len(steps),
              "page_views": sum(1 for e in actions if e["type"] == "view")}
     prediction_answer = answer if reason == "answered" else (NOT_FOUND_ANSWER if reason == "not_found" else None)
     turns = len(queries) + (0 if reason == "skipped" else 1)  # a skip gives no answer: no final turn

@@ -11,6 +11,7 @@ const st = {
   current: -1,        // index of the opened result in `hits`, -1 when none
   page: null,         // {document, page, page_count}
   marked: [],         // [{document, page}]
+  oracle: [],         // the gold pages shown under the oracle condition: [{document, page, page_count}]
   queries: [],        // this question's searches so far
   zoom: 2,            // index into ZOOMS (100%)
   busy: false,
@@ -82,11 +83,19 @@ async function boot() {
 async function signIn(event) {
   event.preventDefault();
   setError("signin-error", "");
+  const body = { name: $("name").value };
+  if (!$("resume-row").hidden && $("resume-code").value.trim()) body.resume_code = $("resume-code").value.trim();
   try {
-    const state = await api("POST", "api/signin", { name: $("name").value });
+    const state = await api("POST", "api/signin", body);
     localStorage.setItem("dossier-studio-annotator", state.slug);
+    $("resume-row").hidden = true;
+    $("resume-code").value = "";
     render(state);
   } catch (e) {
+    if (e.status === 409 || e.status === 403) {  // the name has a run: its resume code re-binds this browser
+      $("resume-row").hidden = false;
+      $("resume-code").focus();
+    }
     setError("signin-error", e.message);
   }
 }
@@ -108,6 +117,10 @@ function render(state) {
   $("progress-text").textContent = `${done} of ${total} done`;
   $("progress-track").setAttribute("aria-valuemax", String(total));
   $("progress-track").setAttribute("aria-valuenow", String(done));
+  if (state.resume_code) {  // a new run: shown once
+    $("resume-value").textContent = state.resume_code;
+    $("resume-banner").hidden = false;
+  }
   if (!state.question) {
     $("done-text").textContent = `${state.annotator}, you finished all ${total} questions.`;
     show("done-screen");
@@ -119,6 +132,7 @@ function render(state) {
   $("question-text").textContent = state.question.text;
   st.marked = state.marked || [];
   renderEvidence();
+  renderOracle(state.oracle);
   renderHistory(state.searches || []);
   if (state.last_search) {
     ui.query.value = state.last_search.query;
@@ -129,6 +143,7 @@ function render(state) {
   }
   if (fresh) resetAnswer();
   if (state.viewing) showPage(state.viewing.document, state.viewing.page, state.viewing.page_count);
+  else if (st.oracle.length) openPage(st.oracle[0].document, st.oracle[0].page, "oracle");  // before any search
   else clearViewer();
   setError("work-error", "");
   show("work-screen");
@@ -284,6 +299,19 @@ function renderEvidence() {
   }
 }
 
+function renderOracle(oracle) {
+  st.oracle = oracle ? oracle.pages : [];
+  $("oracle").hidden = !oracle;
+  const list = $("oracle-pages");
+  list.replaceChildren();
+  for (const p of st.oracle) {
+    list.append(el("li", {}, el("button", { type: "button", title: "open this gold page",
+      on: { click: () => openPage(p.document, p.page, "oracle") } }, `${p.document} · p. ${p.page}`)));
+  }
+  if (oracle && !st.oracle.length) list.append(el("li", { class: "none" }, "No gold page for this question."));
+  $("oracle-note").textContent = (oracle && oracle.note) || "";
+}
+
 function addValue(text) {
   const input = el("input", { type: "text", maxlength: "1000", "aria-label": "answer value", class: "answer-value" });
   input.value = text || "";
@@ -362,6 +390,7 @@ function onKey(event) {
 function bindEvents() {
   $("signin-form").addEventListener("submit", signIn);
   $("signout").addEventListener("click", signOut);
+  $("resume-ok").addEventListener("click", () => { $("resume-banner").hidden = true; });
   $("search-form").addEventListener("submit", search);
   $("prev-page").addEventListener("click", () => step(-1));
   $("next-page").addEventListener("click", () => step(1));
