@@ -173,3 +173,90 @@ def test_a_person_answers_questions_in_a_real_browser(studio_files, tmp_path):
     assert len(trajectories["q3"]["opened"]) == 2  # shown, then shown again after the refresh
     assert trajectories["q3"]["final"]["answer"] == ["wholesale", "growth"]
     assert trajectories["q4"]["steps"][-1]["tool_call"]["name"] == "give_up"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
+def test_the_oracle_condition_and_a_resume_code_in_a_real_browser(studio_files, tmp_path):
+    """`--oracle`: the gold page is on screen before any search; the answer's trajectory records the
+    condition. Then the same annotator comes back in a fresh browser with the resume code."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright==1.65.2 (dev extra)")
+    from engine.datasets.formats import write_jsonl
+
+    from .conftest import QUESTIONS
+
+    questions = tmp_path / "questions.jsonl"
+    write_jsonl(questions, [QUESTIONS[0], {"id": "q5", "question": "Who signed the letter to members?",
+                                           "answer_variants": [["the board"]]}])  # q5: no gold evidence
+    out = tmp_path / "runs"
+    shots = Path(os.environ.get("DOSSIER_STUDIO_SCREENSHOTS") or tmp_path / "shots")
+    shots.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    config = StudioConfig(studio_files.corpus, questions, out, port=0, oracle=True)
+    with serve_in_thread(config) as live, sync_api.sync_playwright() as playwright:
+        assert [p.split(":")[0] for p in live.studio.oracle_problems] == ["q5"]
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(20_000)
+        page.on("pageerror", lambda err: problems.append(f"page error: {err}"))
+        page.goto(live.url)
+        page.wait_for_selector("#signin-screen:not([hidden])")
+        assert not page.is_visible("#resume-code")  # only asked for when the name already has a run
+        page.fill("#name", "Oscar Oracle")
+        page.press("#name", "Enter")
+        page.wait_for_selector("#work-screen:not([hidden])")
+
+        # the gold page is listed and open in the viewer before any search
+        assert page.is_visible("#oracle") and page.inner_text("#oracle-pages") == "annual-2023 · p. 2"
+        _image_loaded(page)
+        assert page.inner_text("#page-label") == "annual-2023" and page.inner_text("#page-number") == "page 2 / 3"
+        assert page.get_attribute("#page-image", "src").endswith("pages/annual-2023/2.png")
+        assert page.locator("#results li").count() == 0 and page.inner_text("#search-status") == ""
+        assert page.is_visible("#search-form")  # the search stays available beside the gold pages
+        code = page.inner_text("#resume-value")  # shown once, at the sign-in that started the run
+        assert page.is_visible("#resume-banner") and len(code) == 14
+        _shoot(page, shots, "oracle.png")
+        page.click("#resume-ok")
+        assert not page.is_visible("#resume-banner")
+        page.click("#mark")
+        page.wait_for_selector("#evidence li >> text=annual-2023 · p. 2")
+        page.fill(".answer-value", "$48,250")
+        page.click("#submit-answer")
+        page.wait_for_function("() => document.getElementById('progress-text').textContent === '1 of 2 done'")
+
+        # q5 has no gold evidence: shown without pages, and the page says so
+        assert "letter to members" in page.inner_text("#question-text")
+        assert page.inner_text("#oracle-pages") == "No gold page for this question."
+        assert "no gold evidence" in page.inner_text("#oracle-note")
+        assert not page.is_visible("#page-image")
+        page.click("#skip")
+        page.wait_for_selector("#done-screen:not([hidden])")
+
+        # a fresh browser (no cookie): refused without the code, 403 with a wrong one, back in with it
+        other = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        other.set_default_timeout(20_000)
+        other.on("pageerror", lambda err: problems.append(f"page error: {err}"))
+        other.goto(live.url)
+        other.wait_for_selector("#signin-screen:not([hidden])")
+        other.fill("#name", "oscar oracle")
+        other.press("#name", "Enter")
+        other.wait_for_function("() => document.getElementById('signin-error').textContent.includes('resume code')")
+        assert other.is_visible("#resume-code")
+        other.fill("#resume-code", "AAAA-BBBB-CCCC")
+        other.press("#resume-code", "Enter")
+        other.wait_for_function("() => document.getElementById('signin-error').textContent.includes('wrong resume code')")
+        assert other.is_visible("#signin-screen")
+        other.fill("#resume-code", code)
+        other.press("#resume-code", "Enter")
+        other.wait_for_selector("#done-screen:not([hidden])")
+        assert other.inner_text("#progress-text") == "2 of 2 done"
+        browser.close()
+    assert not problems, problems
+
+    run_dir = out / "oscar-oracle"
+    assert json.loads((run_dir / "run.json").read_text())["condition"] == "oracle"
+    trajectories = {t["id"]: t for t in map(json.loads, (run_dir / "trajectories.jsonl").read_text().splitlines())}
+    q1 = trajectories["q1"]
+    assert q1["condition"] == "oracle" and q1["oracle_pages"] == [{"document": "annual-2023", "page": 2}]
+    assert [s["tool_call"]["name"] for s in q1["steps"]] == ["view_page", "mark_evidence", "answer"]  # no search
+    assert q1["steps"][0]["via"] == "oracle" and q1["final"]["answer"] == ["$48,250"]
+    assert trajectories["q5"]["condition"] == "oracle" and trajectories["q5"]["oracle_pages"] == []
