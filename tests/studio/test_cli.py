@@ -51,3 +51,40 @@ def test_the_command_prints_its_url_and_serves_the_app(studio_files, tmp_path):
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+def test_oracle_lists_questions_without_gold_pages_at_start_and_serves_them(studio_files, tmp_path):
+    from engine.datasets.formats import write_jsonl
+
+    from .conftest import QUESTIONS
+
+    questions = tmp_path / "questions.jsonl"
+    write_jsonl(questions, [QUESTIONS[0], {"id": "q5", "question": "Who signed the letter?", "answer_variants": [["x"]]}])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "engine.cli.main", "studio", "--corpus", str(studio_files.corpus),
+               "--questions", str(questions), "--out", str(tmp_path / "runs"), "--port", "0", "--oracle"]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("Dossier studio: http://127.0.0.1:"), (line, process.stderr.read() if process.poll() else "")
+        assert "· oracle condition: gold pages shown first" in process.stdout.readline()
+        assert process.stdout.readline().startswith("each annotator's run:")
+        err = [process.stderr.readline() for _ in range(3)]
+        assert err[1].strip() == "oracle condition: 1 of 2 questions show fewer than their gold pages:", err
+        assert err[2].strip() == "q5: no gold evidence in the question file; shown without pages", err
+        url = line.split()[2]
+        request = urllib.request.Request(url + "api/signin", data=json.dumps({"name": "Ann"}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            state = json.load(response)
+        assert state["oracle"]["pages"] == [{"document": "annual-2023", "page": 2, "page_count": 3}]
+        printed = process.stdout.readline()  # the new annotator's resume code, for the operator
+        assert printed.startswith("new annotator 'Ann'") and printed.strip().endswith(state["resume_code"]), printed
+    finally:
+        process.terminate()
+        deadline = time.monotonic() + 20
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
