@@ -18,17 +18,37 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.agents import prompts
 from engine.agents.actions import Done, ToolJob, Turn
-from engine.agents.env import AgentEnv
 from engine.agents.protocol import AnswerCall, Malformed, SearchCall, parse_tool_call
-from engine.agents.settings import AgentSettings
+from engine.agents.settings_fields import setting
 from engine.datasets.formats import Prediction, Question
+from tools.errors import DossierError
 
-__all__ = ["Episode", "NO_ANSWER"]
+if TYPE_CHECKING:
+    from engine.agents.env import AgentEnv
+    from engine.agents.settings import AgentSettings
+
+__all__ = ["Episode", "Bm25Settings", "NO_ANSWER", "LOOPS"]
 
 NO_ANSWER = "Maximum iterations reached without answer"
+LOOPS = ("madqa", "guided")
+
+
+@dataclass(slots=True)
+class Bm25Settings:
+    """The search agent's own settings (`dossier run --agent bm25`)."""
+
+    loop: str = setting("madqa", "The search agent's loop: guided (a repeated query is answered with what it "
+                                 "returned before; a search that finds nothing names the words no page holds and a "
+                                 "shorter query that matches) or madqa (MADQA's loop exactly).")
+
+    @staticmethod
+    def check(settings) -> None:
+        if settings.loop not in LOOPS:
+            raise DossierError(f"loop must be one of {', '.join(LOOPS)} (got {settings.loop!r})")
 
 
 @dataclass(slots=True)

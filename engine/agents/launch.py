@@ -38,20 +38,27 @@ def run_metadata(settings, model: str, questions: Path, corpus: Path | None, eng
             "dossier_version": version("dossier")}
 
 
-def _with_new_settings(old: dict) -> dict:
-    """An old run.json with the settings added since it was written at their defaults."""
-    from engine.agents.settings import AgentSettings
+def _comparable(meta: dict) -> dict:
+    """run.json as resuming compares it: the settings that matter to its agent (RunSettings' and its own).
 
-    if isinstance(old.get("settings"), dict):
-        # ... except the loop: runs from before it existed ran MADQA's
-        defaults = AgentSettings(agent=old.get("agent", "bm25")).to_json() | {"loop": "madqa"}
-        old = old | {"settings": defaults | old["settings"]}
-    return old
+    An old run.json gets the settings added since it was written at their defaults, except the
+    loop: runs from before it existed ran MADQA's. Other agents' settings (recorded too) are left
+    out, so a default changed in one agent does not stop another's runs from resuming.
+    """
+    from engine.agents.settings import AgentSettings, agent_keys
+
+    if not isinstance(meta.get("settings"), dict):
+        return meta
+    agent = meta.get("agent", "bm25")
+    defaults = AgentSettings(agent=agent).to_json() | {"loop": "madqa"}
+    keys = agent_keys(agent)
+    return meta | {"settings": {k: v for k, v in (defaults | meta["settings"]).items() if k in keys}}
 
 
 def check_run_resume(out: Path, meta: dict) -> None:
     """A run directory may only be resumed with the same agent, model, questions, corpus and settings."""
-    check_resume(out, meta, RESUME_KEYS, "use another --out, or the same options to resume it", _with_new_settings)
+    check_resume(out, _comparable(meta), RESUME_KEYS, "use another --out, or the same options to resume it",
+                 _comparable)
 
 
 def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,

@@ -2,7 +2,8 @@
 
 An agent is an episode state machine (see `engine/agents/actions.py`) built per question by a
 factory `factory(question, settings, env)`. Adding an agent is one new file holding its episode
-class plus one line in `_REGISTERED` below; the runner, the engine backend, the run directory
+class (and, when it has options, its settings dataclass: engine/agents/settings.py) plus one line
+in `_REGISTERED` below; `dossier run` gets its options from that class, and the runner, the engine backend, the run directory
 and `dossier eval` serve it unchanged. Factories are imported on first use, so listing agents
 (e.g. in `--help`) costs nothing.
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from tools.errors import DossierError
 
-__all__ = ["AgentSpec", "agent_names", "agent_spec"]
+__all__ = ["AgentSpec", "agent_names", "agent_spec", "registered"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,17 +24,17 @@ class AgentSpec:
     summary: str  # one line for --help and `dossier version`
     factory: str  # "module:callable" building one episode: callable(question, settings, env)
     needs_corpus: bool = True  # False: runs without --corpus (the env is None)
-    check: str | None = None  # "module:callable(settings)": raises a DossierError for settings this agent cannot run
     run_meta: str | None = None  # "module:callable() -> dict": fields this agent adds to run.json
     run_report: str | None = None  # "module:callable(out, engine) -> dict": fields it adds to run_summary.json
+    settings: str | None = None  # "module:Class": this agent's own settings dataclass (engine/agents/settings.py)
 
     def build(self, question, settings, env):
         """One episode of this agent for `question`."""
         return _load(self.factory)(question, settings, env)
 
-    def check_settings(self, settings) -> None:
-        if self.check:
-            _load(self.check)(settings)
+    def settings_class(self):
+        """This agent's own settings dataclass, or None when it has none beyond RunSettings."""
+        return _load(self.settings) if self.settings else None
 
     def meta(self) -> dict:
         return _load(self.run_meta)() if self.run_meta else {}
@@ -49,7 +50,7 @@ def _load(path: str):
 
 _REGISTERED = (
     AgentSpec("bm25", "MADQA's BM25 agent: search or answer each turn, answer forced on turn T",
-              "engine.agents.bm25:Episode"),
+              "engine.agents.bm25:Episode", settings="engine.agents.bm25:Bm25Settings"),
     AgentSpec("rag", "one retrieval with the question as free text, then a forced answer",
               "engine.agents.baselines:RagEpisode"),
     AgentSpec("oracle", "the gold evidence pages given directly, then a forced answer (no retrieval)",
@@ -58,16 +59,22 @@ _REGISTERED = (
               "engine.agents.baselines:ClosedBookEpisode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
               "normalised records, a program run in the sandbox", "engine.agents.workflow.episode:WorkflowEpisode",
-              run_meta="engine.agents.workflow.report:run_meta", run_report="engine.agents.workflow.report:run_report"),
+              run_meta="engine.agents.workflow.report:run_meta", run_report="engine.agents.workflow.report:run_report",
+              settings="engine.agents.workflow.settings:WorkflowSettings"),
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
               "long documents in adjudicated chunks", "engine.agents.qguide.agent:build",
-              check="engine.agents.qguide.config:check_settings"),
+              settings="engine.agents.qguide.settings:QGuideSettings"),
     AgentSpec("direct", "direct prompting (Q-Guide's baselines): one turn over the document's page images, text or "
               "both (--inputs), Q-Guide's answer schema, no tools", "engine.agents.direct:DirectEpisode",
-              check="engine.agents.direct:check_settings"),
+              settings="engine.agents.qguide.settings:DirectSettings"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}
+
+
+def registered() -> tuple[AgentSpec, ...]:
+    """Every registered agent's spec, in registration order."""
+    return tuple(_AGENTS.values())
 
 
 def agent_names() -> tuple[str, ...]:

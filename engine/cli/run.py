@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
 from typing import Annotated
 
@@ -19,36 +21,15 @@ def _agent_names() -> tuple[str, ...]:
     return agent_names()
 
 
-def run_cmd(
+def _run_options(
     questions: Annotated[Path, typer.Option(help="Canonical question file (JSONL).")],
     out: Annotated[Path, typer.Option(help="Run directory: run.json, predictions.jsonl, trajectories.jsonl.")],
     corpus: CorpusOpt = None,
     agent: Annotated[str, typer.Option(help="The agent (engine/agents/registry.py): " + ", ".join(_agent_names()) + ".")] = "bm25",
     model: Annotated[str, typer.Option(help="'default' (embedded SmolLM2-135M), qwen2.5-0.5b or qwen2.5-1.5b (the "
                                             "cpu-models extra), a local HF directory or a .gguf file.")] = "default",
-    k: Annotated[int, typer.Option("-k", "--k", help="Pages per search.")] = 5,
-    max_iterations: Annotated[int, typer.Option(help="Model turns per episode; the last must answer.")] = 10,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
     limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
-    page_chars: Annotated[int, typer.Option(help="Characters of page text shown per hit.")] = 1500,
-    observe: Annotated[str, typer.Option(help="How hits are shown: image (rendered pages, vision models), text, or "
-                                              "auto (image when the model takes images).")] = "auto",
-    image_dpi: Annotated[int, typer.Option(help="DPI of page images shown to vision models.")] = 100,
-    image_max_pixels: Annotated[int, typer.Option(help="Pixel cap of each page image.")] = 1_003_520,
-    max_new_tokens: Annotated[int, typer.Option(help="Tokens generated per turn.")] = 256,
-    search_mode: Annotated[str, typer.Option(help="boolean (MADQA's query language) or bag (free text).")] = "boolean",
-    rerank: Annotated[str, typer.Option(help="none, or late: rerank search hits by late interaction "
-                                             "(needs `dossier index --late`).")] = "none",
-    loop: Annotated[str, typer.Option(help="The search agent's loop: guided (a repeated query is answered with what "
-                                           "it returned before; a search that finds nothing names the words no page "
-                                           "holds and a shorter query that matches) or madqa (MADQA's loop "
-                                           "exactly).")] = "madqa",
-    structured: Annotated[bool, typer.Option(help="Constrain turns to the tool-call JSON schema.")] = True,
-    temperature: Annotated[float, typer.Option(help="0 = greedy (the default); above 0, sampling with --seed.")] = 0.0,
-    seed: Annotated[int, typer.Option(help="Sampling seed: each turn's seed derives from it, the question and the "
-                                           "step (greedy decoding ignores it).")] = 0,
-    extract_iterations: Annotated[int, typer.Option(help="workflow: model turns of each per-document extraction "
-                                                         "episode (the last must answer).")] = 4,
     adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (`dossier train queries`), merged "
                                                      "into the weights at load.")] = None,
     stop_rule: Annotated[Path | None, typer.Option(help="A learned stop rule (`dossier train stop`): forces the "
@@ -58,17 +39,6 @@ def run_cmd(
     dtype: DtypeOpt = "auto",
     quantization: QuantizationOpt = None,
     threads: ThreadsOpt = "auto",
-    max_rounds: Annotated[int | None, typer.Option(help="qguide: T_max, policy turns per episode (several tool calls "
-                                                        "in one turn are one round); the last must submit. Default 3, "
-                                                        "or the largest budget of --max-rounds-sweep.")] = None,
-    gate: Annotated[str, typer.Option(help="qguide: τ, low|med|high; a submission below it is verified against the "
-                                           "observations, and becomes Unknown when unsupported.")] = "med",
-    tools: Annotated[str, typer.Option(help="qguide: recovery tools offered: auto, or a comma-separated subset of "
-                                            "text, visual, spatial, structure, lookup (leave-one-out ablation).")] = "auto",
-    chunk_pages: Annotated[int, typer.Option(help="qguide: pages per chunk of a longer named document.")] = 4,
-    chunk_overlap: Annotated[int, typer.Option(help="qguide: pages consecutive chunks share.")] = 1,
-    max_rounds_sweep: Annotated[str, typer.Option(help="qguide: e.g. 1-6: also record the answer at each T_max, by "
-                                                       "branching the T_max=6 run at each round.")] = "",
     ray: Annotated[str | None, typer.Option(help="Run on a Ray cluster: 'local' starts one on this machine, 'auto' joins "
                                                  "the one `ray start --head` made here, or HOST:PORT of its head. "
                                                  "Needs: pip install 'dossier[ray]'.")] = None,
@@ -79,6 +49,45 @@ def run_cmd(
                                                         "per GPU; the engine itself uses one device).")] = 0.0,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
+    """The options of `dossier run` that are not agent settings (the settings' options are built from them)."""
+
+
+def _setting_options() -> list[tuple[str, str | None, inspect.Parameter]]:
+    """(field, owning agent or None for every agent, parameter) of each agent setting with an option.
+
+    RunSettings' fields come first (panel "Every agent"), then each registered agent's own
+    (panel "--agent NAME"); a field two agents share is listed once, under the first.
+    """
+    from engine.agents.registry import registered
+    from engine.agents.settings import RunSettings, setting_fields
+
+    owners = [(None, RunSettings)] + [(spec.name, spec.settings_class()) for spec in registered()
+                                      if spec.settings_class() is not None]
+    seen, params = set(), []
+    for owner, cls in owners:
+        for name, hint, f in setting_fields(cls):
+            if name in seen or not f.metadata.get("cli", False):
+                continue
+            seen.add(name)
+            flags = f.metadata.get("flags") or ()  # none given: typer's (--name, --name/--no-name for a bool)
+            default = f.metadata.get("cli_default", f.default)
+            if default is None and hint is not type(None) and not _optional(hint):
+                hint = hint | None
+            panel = "Every agent" if owner is None else f"--agent {owner}"
+            option = typer.Option(*flags, help=f.metadata["help"], rich_help_panel=panel)
+            params.append((name, owner, inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                                          annotation=Annotated[hint, option])))
+    return params
+
+
+def _optional(hint) -> bool:
+    import types
+    import typing
+
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def run_cmd(**options) -> None:
     """Run a document agent over every question; write predictions and trajectories, resumable.
 
     All episodes run at once through Dossier's engine (each keeps its KV cache across
@@ -95,16 +104,13 @@ def run_cmd(
         20 episodes in 179.5 s (401 episodes/h, 1.02 steps/s, 49.1 tok/s); finish: answered 17, max_iterations 3
         score it: dossier eval runs/bm25
     """
-    settings_kwargs = dict(k=k, max_iterations=max_iterations, page_chars=page_chars, max_new_tokens=max_new_tokens,
-                           observe=observe, image_dpi=image_dpi, image_max_pixels=image_max_pixels,
-                           search_mode=search_mode, rerank=rerank, structured=structured, seed=seed,
-                           temperature=temperature, extract_iterations=extract_iterations, loop=loop)
-    from engine.agents.qguide.config import parse_sweep
-
-    if max_rounds is None:  # the qguide options keep their defaults for the other agents
-        max_rounds = max(parse_sweep(max_rounds_sweep), default=3)
-    settings_kwargs.update(max_rounds=max_rounds, gate=gate, tools=tools, chunk_pages=chunk_pages,
-                           chunk_overlap=chunk_overlap, max_rounds_sweep=max_rounds_sweep)
+    defaults = {p.name: p.default for p in inspect.signature(_run_options, eval_str=True).parameters.values()}
+    settings_kwargs, base = _split_options({**defaults, **options})
+    questions, out, corpus, agent, model = (base[n] for n in ("questions", "out", "corpus", "agent", "model"))
+    concurrency, limit, adapter, stop_rule, fmt = (base[n] for n in ("concurrency", "limit", "adapter", "stop_rule", "fmt"))
+    kv_cache_gib, device, dtype, quantization, threads = (base[n] for n in ("kv_cache_gib", "device", "dtype",
+                                                                            "quantization", "threads"))
+    ray, workers, gpus_per_worker = base["ray"], base["workers"], base["gpus_per_worker"]
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, dtype=dtype, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     if adapter is not None:
@@ -142,6 +148,30 @@ def run_cmd(
     typer.echo(f"score it: dossier eval {out}")
 
 
+def _split_options(options: dict) -> tuple[dict, dict]:
+    """(settings of the chosen agent's run, the other options); an option of another agent, given, is refused."""
+    from engine.agents.settings import agent_keys
+    from tools.errors import DossierError
+
+    agent = options.get("agent", "bm25")
+    settings = {}
+    for name, owner, param in _setting_options():
+        value = options.pop(name, param.default)
+        if owner is None or owner == agent or name in agent_keys(agent):  # agent_keys: a field two agents share
+            settings[name] = value
+        elif value != param.default:
+            flag = "--" + name.replace("_", "-")
+            raise DossierError(f"{flag} is an option of --agent {owner}; --agent {agent} does not use it "
+                               f"(see `dossier run --help`)")
+    return settings, options
+
+
+def _build_signature() -> inspect.Signature:
+    base = inspect.signature(_run_options, eval_str=True)
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in base.parameters.values()]
+    return base.replace(parameters=params + [p for _, _, p in _setting_options()], return_annotation=None)
+
+
 def _ray_launcher(ray: str | None):
     """engine.distributed's run_on_ray when --ray is given; Ray's code is not imported otherwise."""
     if ray is None:
@@ -152,4 +182,12 @@ def _ray_launcher(ray: str | None):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run_cmd)
+    """Add `run`, its agent options built from the registered agents' settings classes (as registered now)."""
+
+    @functools.wraps(run_cmd)
+    def command(**options) -> None:
+        run_cmd(**options)
+
+    command.__signature__ = _build_signature()  # typer reads the options from it and the hints below
+    command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}
+    app.command("run")(command)
