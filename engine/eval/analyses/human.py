@@ -91,12 +91,13 @@ def behaviour_summary(items: Sequence[ItemResult], predictions: dict[str, Predic
     }
 
 
-def condition_note(behaviour: dict | None) -> str | None:
+def condition_note(behaviour: dict | None, short: bool = False) -> str | None:
     """What a report must say first about a run's condition: the oracle's, or a mix; None for search runs."""
     condition = (behaviour or {}).get("condition")
     if condition == "oracle":
-        return (f"{ORACLE_NOTE} (MADQA's human oracle: retrieval solved, a reading-comprehension ceiling, "
-                "not comparable with search runs)")
+        return f"{ORACLE_NOTE} (MADQA's human oracle: retrieval solved" + (
+            "; its searches are not a search run's)" if short else
+            ", a reading-comprehension ceiling, not comparable with search runs)")
     if condition == "mixed":
         counts = ", ".join(f"{k} {v}" for k, v in (behaviour.get("conditions") or {}).items())
         return f"mixed conditions ({counts}): some answers saw the gold pages; score each condition's run apart"
@@ -170,7 +171,7 @@ def profile_table(name_a: str, a: dict, name_b: str, b: dict) -> list[str]:
     lines = [f"{'':<{width}}  {'A ' + name_a:<{col + 2}}B {name_b}"]
     lines += [f"{label:<{width}}  {x:<{col + 2}}{y}" for label, x, y in rows]
     for side, name, figures in (("A", name_a, a), ("B", name_b, b)):
-        note = condition_note({"condition": figures.get("condition")})
+        note = condition_note({"condition": figures.get("condition")}, short=True)
         if note:  # an oracle run beside a search run: say what the gap measures
             lines.append(f"{side} {name}: {note}")
     return lines
