@@ -90,17 +90,10 @@ def _birch_in_cny(qid, turn, messages):
     return json.dumps(reply)
 
 
-def _with_table(monkeypatch, path):
-    from engine.agents.workflow import config, episode
-
-    monkeypatch.setattr(episode, "workflow_options", lambda settings: config.WorkflowOptions(str(path)))
-
-
-def test_structuring_converts_a_currency_with_the_users_table(tmp_path, corpus, monkeypatch):
+def test_structuring_converts_a_currency_with_the_users_table(tmp_path, corpus):
     path = tmp_path / "rates.json"
     path.write_text(json.dumps({"CNY/USD": 0.14}))
-    _with_table(monkeypatch, path)
-    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(structure=_birch_in_cny))
+    _, preds, trajs, _ = run(tmp_path, corpus, workflow_policy(structure=_birch_in_cny), conversion_table=str(path))
     flow = trajs["w1"]["workflow"]
     birch = next(r for r in flow["records"] if r["document"] == "birch-ar-2023")
     assert birch["revenue"] == pytest.approx(224.0) and birch["revenue_unit"] == "USD million"  # 1,600 x 0.14
@@ -145,3 +138,10 @@ def test_field_declarations_are_checked():
                            ([{"name": "x", "type": "text"}] * 2, "declared twice")]:
         with pytest.raises(DossierError, match=message):
             parse_fields(items)
+
+
+def test_a_bad_conversion_table_is_refused_with_the_settings(tmp_path):
+    from engine.agents.settings import AgentSettings
+
+    with pytest.raises(DossierError, match="rates.json does not exist"):
+        AgentSettings(agent="workflow", conversion_table=str(tmp_path / "rates.json"))

@@ -30,12 +30,11 @@ import time
 from dataclasses import dataclass, field, replace
 
 from engine.agents.actions import Done, Spawn, ToolJob, Turn
-from engine.agents.workflow.config import workflow_options
 from engine.agents.workflow.document import DocumentEpisode, DocumentView, ExtractionTask
 from engine.agents.workflow.plan import PLAN_TOKENS, Plan, fill_template, parse_plan, plan_schema
 from engine.agents.workflow.prompts import (ANSWER_SYSTEM, CODE_SYSTEM, PLAN_SYSTEM, answer_user, code_user,
                                             plan_user, retry_note)
-from engine.agents.workflow.records import TARGET_UNITS, first_object
+from engine.agents.workflow.records import TARGET_UNITS, ConversionTable, first_object
 from engine.agents.workflow.structure import StructureEpisode
 from engine.datasets.formats import Evidence, Prediction, Question
 from tools.errors import DossierError
@@ -62,7 +61,7 @@ NO_METADATA = ("the corpus has no document metadata, and the planner selects doc
 @dataclass
 class WorkflowEpisode:
     question: Question
-    settings: object  # AgentSettings
+    settings: object  # AgentSettings (the workflow's own: extract_iterations, conversion_table)
     env: object  # AgentEnv
     stage: str = "plan"  # plan -> extract -> structure -> code -> answer -> done
     steps: list = field(default_factory=list)  # the parent's model calls (plan, code, answer)
@@ -87,8 +86,7 @@ class WorkflowEpisode:
         self.metadata = self.env.store.document_metadata() if self.env is not None else {}
         self.metadata_source = "corpus" if self.metadata else None  # never the question's own (gold) rows
         self.schema = metadata_schema(self.metadata)
-        self.options = workflow_options(self.settings)
-        self.table = self.options.table()
+        self.table = ConversionTable.load(getattr(self.settings, "conversion_table", None))  # --conversion-table
 
     @property
     def iterations(self) -> int:

@@ -17,8 +17,16 @@ __all__ = ["WorkflowSettings"]
 class WorkflowSettings:
     extract_iterations: int = setting(4, "workflow: model turns of each per-document extraction episode (the last "
                                          "must answer).")
+    conversion_table: str | None = setting(None, "workflow: a JSON file of unit rates the structuring step converts "
+                                                 "with, e.g. {\"CNY/USD\": 0.14} (1 CNY is 0.14 USD; inverses derived; "
+                                                 "no network). A currency without a rate stays unconverted and the "
+                                                 "trajectory names it. `dossier sample --suite mudabench` writes one.")
 
     @staticmethod
     def check(settings) -> None:
         if settings.extract_iterations < 1:
             raise DossierError(f"extract_iterations must be at least 1 (got {settings.extract_iterations})")
+        if settings.conversion_table is not None:  # a missing or malformed table fails before the model loads
+            from engine.agents.workflow.records import ConversionTable
+
+            ConversionTable.load(settings.conversion_table)
