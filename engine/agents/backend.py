@@ -95,6 +95,8 @@ class EngineBackend:
                       "generated": counters.tokens_generated}
             seconds = (request.finished_at or time.perf_counter()) - request.submitted_at
             error = request.error if request.finish_reason is not None and request.finish_reason.value == "error" else None
+            if request.finish_reason is not None and request.finish_reason.value == "length":
+                tokens["cut_by_turn_cap"] = True  # the turn cap (--max-turn-tokens) ended it: a call may be cut mid-way
             out.append((request, ModelOutput(request.text, tokens, seconds, error)))
         return out
 
@@ -138,10 +140,12 @@ class ScriptedBackend:
     trajectories have plausible, checkable numbers.
     """
 
-    def __init__(self, policy: Callable[[str, int, list[tuple[str, str]]], str], context_chars: int = 10**9):
+    def __init__(self, policy: Callable[[str, int, list[tuple[str, str]]], str], context_chars: int = 10**9,
+                 max_new_tokens: int | None = None):
         self.policy = policy
         self.context_chars = context_chars
-        self._queue: list[tuple[object, _Conversation]] = []
+        self.max_new_tokens = max_new_tokens  # a turn cap in characters (standing in for tokens); None: no cut
+        self._queue: list[tuple[object, _Conversation, object]] = []
         self._ticket = 0
         self.opened = 0
         self.closed = 0
@@ -170,7 +174,7 @@ class ScriptedBackend:
         self._ticket += 1
         self.submitted.append((conversation.qid, turn))
         ticket = ("ticket", self._ticket)
-        self._queue.append((ticket, conversation))
+        self._queue.append((ticket, conversation, turn))
         return ticket
 
     def has_pending(self) -> bool:
@@ -179,12 +183,16 @@ class ScriptedBackend:
     def step(self) -> list[tuple[object, ModelOutput]]:
         queue, self._queue = self._queue, []
         out = []
-        for ticket, conv in queue:
+        for ticket, conv, turn in queue:
             conv.turns += 1
             text = self.policy(conv.qid, conv.turns, list(conv.messages))
+            cap = (getattr(turn, "max_new_tokens", None) or self.max_new_tokens) if self.max_new_tokens else None
+            cut = cap is not None and len(text) > cap
+            text = text[:cap] if cut else text
             conv.messages.append(("assistant", text))
             history = sum(len(c) for _, c in conv.messages[:-1])
-            out.append((ticket, ModelOutput(text, {"prefilled": history, "cached": 0, "generated": len(text)}, 0.0)))
+            tokens = {"prefilled": history, "cached": 0, "generated": len(text)} | ({"cut_by_turn_cap": True} if cut else {})
+            out.append((ticket, ModelOutput(text, tokens, 0.0)))
         return out
 
     def stats(self) -> dict:

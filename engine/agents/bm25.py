@@ -35,6 +35,8 @@ __all__ = ["Episode", "Bm25Settings", "NO_ANSWER", "LOOPS"]
 
 NO_ANSWER = "Maximum iterations reached without answer"
 LOOPS = ("madqa", "guided")
+CUT_BY_CAP = ("Your reply was cut off after {cap} tokens, before its tool call was complete, so nothing was run. "
+              "Reply with the JSON tool call first and keep it short (no reasoning before it).")
 
 
 @dataclass(slots=True)
@@ -138,6 +140,15 @@ class Episode:
             return self._finish("answered")
         if isinstance(call, Malformed):
             record["tool_result"] = {"error": call.reason}
+            if tokens.get("cut_by_turn_cap"):  # the cap ended the turn inside the call: say so, not "invalid JSON"
+                cap = turn.max_new_tokens or self.settings.max_new_tokens
+                record["tool_result"] = {"error": f"cut off by the turn cap ({cap} tokens) before the call was "
+                                                  f"complete; it was not run", "cut_by_turn_cap": cap}
+                if not self.retries_malformed:
+                    return self._finish("malformed")
+                if self.turns_left <= 0:
+                    return self._finish("max_iterations")
+                return self._observation(CUT_BY_CAP.format(cap=cap))
             if not self.retries_malformed:
                 return self._finish("malformed")
             if self.turns_left <= 0:

@@ -77,3 +77,46 @@ def test_each_agent_checks_its_own_settings():
     assert AgentSettings(agent="qguide", max_rounds=None, max_rounds_sweep="1-4").max_rounds == 4
     with pytest.raises(DossierError, match="turn-tokens must be at least 16"):
         AgentSettings(max_new_tokens=8)
+
+
+# --- the turn cap (--max-turn-tokens) -------------------------------------------------------------------------------
+
+def thinks_then_calls(qid, turn, messages):
+    """A 'reasoning' policy: on turn 1 it thinks at length before its call; told it was cut, it calls at once."""
+    if turn == 1:
+        return "Let me think step by step about where revenue is reported. " * 3 + '{"tool": "search", "query": "revenue"}'
+    return json.dumps({"tool": "answer", "answer": ["$48,250"], "citations": [{"document": "report", "page": 1}]})
+
+
+def test_a_call_cut_mid_way_by_the_turn_cap_is_an_observation_saying_so(tmp_path):
+    from engine.agents.backend import ScriptedBackend
+    from engine.agents.env import AgentEnv
+    from engine.agents.runner import RolloutRunner
+    from tests.agents.scripted import build_corpus, questions
+
+    backend = ScriptedBackend(thinks_then_calls, max_new_tokens=120)
+    summary = RolloutRunner(backend, AgentSettings(max_new_tokens=120), AgentEnv(build_corpus(tmp_path / "c")),
+                            tmp_path / "run").run(questions(1))
+    assert summary.reasons == {"answered": 1}
+    steps = json.loads((tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()[0])["steps"]
+    assert steps[0]["tool_result"]["cut_by_turn_cap"] == 120 and "cut off by the turn cap (120 tokens)" in \
+        steps[0]["tool_result"]["error"] and steps[0]["tokens"]["cut_by_turn_cap"] is True
+    assert "cut off after 120 tokens" in steps[1]["input_delta"]
+    # the same policy with room to think: no cut, the search runs
+    roomy = ScriptedBackend(thinks_then_calls, max_new_tokens=1024)
+    RolloutRunner(roomy, AgentSettings(max_new_tokens=1024), AgentEnv(tmp_path / "c"), tmp_path / "run2").run(questions(1))
+    steps = json.loads((tmp_path / "run2" / "trajectories.jsonl").read_text().splitlines()[0])["steps"]
+    assert steps[0]["tool_call"]["name"] == "search" and "pages" in steps[0]["tool_result"]
+
+
+def test_max_turn_tokens_and_its_alias_reach_the_settings(tmp_path, monkeypatch):
+    import engine.agents.launch as launch
+
+    seen = []
+    report = {"finish_reasons": {}, "episodes": 0}
+    monkeypatch.setattr(launch, "start_run", lambda *args, **kw: seen.append(args[5]) or report)
+    for flag in ("--max-turn-tokens", "--max-new-tokens"):
+        result = CliRunner().invoke(app, ["run", "--questions", "q.jsonl", "--out", str(tmp_path), "--agent",
+                                          "closed-book", flag, "1024", "--format", "json"])
+        assert result.exit_code == 0, result.output
+    assert [s["max_new_tokens"] for s in seen] == [1024, 1024]
