@@ -2,7 +2,6 @@
 pages, Q-Guide's answer schema, and the same scoring by `dossier eval`."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
@@ -13,13 +12,6 @@ from engine.agents.settings import AgentSettings
 from engine.datasets import load_predictions
 from engine.datasets.formats import Evidence, Question, write_jsonl
 from tests.agents.test_qguide import make_corpus
-
-
-@dataclass(slots=True)
-class DirectSettings(AgentSettings):
-    """AgentSettings with the direct agent's own option (engine/agents/direct.py) as a field."""
-
-    inputs: str = "both"
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +38,7 @@ def reader(qid, turn, messages):
 
 
 def run(tmp_path, corpus, inputs, policy=reader):
-    settings = DirectSettings(agent="direct", observe="text", inputs=inputs)
+    settings = AgentSettings(agent="direct", observe="text", inputs=inputs)
     backend = ScriptedBackend(policy)
     out = tmp_path / inputs
     RolloutRunner(backend, settings, AgentEnv(corpus), out, concurrency=2).run(QUESTIONS)
@@ -104,4 +96,4 @@ def test_unknown_inputs_are_refused_with_the_choices():
     from tools.errors import DossierError
 
     with pytest.raises(DossierError, match="--inputs must be one of visual, ocr, both"):
-        DirectSettings(agent="direct", inputs="pixels")
+        AgentSettings(agent="direct", inputs="pixels")

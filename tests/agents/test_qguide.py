@@ -2,7 +2,6 @@
 adjudication with arbitration, bad calls as observations, lookups, and budget branches equal to separate runs."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
@@ -51,23 +50,12 @@ def submit(answer, confidence, citations=(), reasoning="read it"):
                        "confidence": confidence})
 
 
-@dataclass(slots=True)
-class QGuideSettings(AgentSettings):
-    """AgentSettings with Q-Guide's own options (engine/agents/qguide/config.py OPTIONS) as fields."""
-
-    at_limit: str = "unknown"
-    rho_min: float | None = None
-    calibration: str | None = None
-    gate_table: dict | None = None
-    longdoc: str = "chunk"
-
-
 def forced(messages) -> bool:
     return messages[-1][1] == prompts.FORCED
 
 
 def run(tmp_path, corpus, policy, questions, **settings):
-    settings = QGuideSettings(agent="qguide", observe="text", **settings)
+    settings = AgentSettings(agent="qguide", observe="text", **settings)
     backend = ScriptedBackend(policy)
     out = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
     RolloutRunner(backend, settings, AgentEnv(corpus), out, concurrency=4).run(questions)
@@ -356,11 +344,11 @@ def test_bad_qguide_options_are_refused_with_the_choices():
     from tools.errors import DossierError
 
     with pytest.raises(DossierError, match="at_limit must be one of unknown, force"):
-        QGuideSettings(agent="qguide", at_limit="never")
+        AgentSettings(agent="qguide", at_limit="never")
     with pytest.raises(DossierError, match="longdoc must be one of chunk, retrieve"):
-        QGuideSettings(agent="qguide", longdoc="all")
+        AgentSettings(agent="qguide", longdoc="all")
     with pytest.raises(DossierError, match="--gate auto needs --rho-min"):
-        QGuideSettings(agent="qguide", gate="auto")
+        AgentSettings(agent="qguide", gate="auto")
 
 
 def test_tau_is_the_lowest_level_whose_reliability_reaches_rho_min():
@@ -379,7 +367,7 @@ def test_tau_is_the_lowest_level_whose_reliability_reaches_rho_min():
     assert choose_tau(no_med, 0.5) == "high" and choose_tau(reliability_table([("low", ["a"], False)]), 0.5) is None
 
 
-def test_gate_auto_takes_tau_from_a_calibration_run_on_other_documents(tmp_path, corpus):
+def test_gate_auto_takes_tau_from_a_calibration_run_on_other_documents(tmp_path, corpus, capsys):
     from engine.agents.qguide.calibrate import format_table, resolve_gate
     from tools.errors import DossierError
 
@@ -400,18 +388,21 @@ def test_gate_auto_takes_tau_from_a_calibration_run_on_other_documents(tmp_path,
         resolve_gate(calibration, 0.9, [q("t2")])  # the memo again: refused
     with pytest.raises(DossierError, match="not a run directory"):
         resolve_gate(tmp_path / "nowhere", 0.9, test)
-    from engine.agents.qguide.calibrate import prepare_run
+    from engine.agents.qguide.calibrate import check_question
 
-    write_jsonl(tmp_path / "test.jsonl", test)
-    kwargs = {"gate": "auto", "rho_min": 0.9, "calibration": str(calibration)}
-    assert "= med" in prepare_run(kwargs, tmp_path / "test.jsonl") and kwargs["gate_table"]["tau"] == "med"
-    assert prepare_run({"gate": "med"}, tmp_path / "test.jsonl") is None
+    with pytest.raises(DossierError, match="question t2 is about memo"):
+        check_question(resolved, q("t2"))
+    check_question(resolved, test[0])  # the long document: not calibrated on
+    settings = AgentSettings(agent="qguide", gate="auto", rho_min=0.9, calibration=str(calibration))
+    assert settings.gate_table["tau"] == "med" and settings.gate_table["documents"] == ["memo"]
+    assert "τ = min{ℓ : ρ(ℓ) ≥ 0.9} = med" in capsys.readouterr().err  # printed before the run starts
+    assert settings.to_json()["gate_table"]["table"][1]["rho"] == 1.0  # recorded in run.json
 
     def answering(qid, turn, messages):
         return submit("$120", "high" if qid.endswith("chunk2") else "low")  # low answers go to verification
 
-    _, trajs, _ = run(tmp_path, corpus, answering, test, gate="auto", rho_min=0.9, gate_table=resolved,
-                      chunk_pages=6)
+    _, trajs, _ = run(tmp_path, corpus, answering, test, gate="auto", rho_min=0.9, calibration=str(calibration),
+                      gate_table=resolved, chunk_pages=6)
     assert trajs["t1"]["qguide"]["gate"] == "med" and trajs["t1"]["qguide"]["decision"] == "rewritten"
 
 

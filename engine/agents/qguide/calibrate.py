@@ -24,7 +24,8 @@ from engine.agents.qguide.protocol import LEVELS
 from engine.datasets.formats import load_questions
 from tools.errors import DossierError
 
-__all__ = ["reliability_table", "choose_tau", "resolve_gate", "format_table", "question_documents", "prepare_run"]
+__all__ = ["reliability_table", "choose_tau", "resolve_calibration", "resolve_gate", "format_table",
+           "question_documents", "check_question"]
 
 
 def _committed(answer) -> bool:
@@ -94,33 +95,53 @@ def _run_records(run_dir: Path) -> tuple[list[tuple[str | None, object, bool]], 
     return records, question_documents(questions)
 
 
-def resolve_gate(calibration: str | Path, rho_min: float, questions) -> dict:
-    """τ for this run from the calibration run, refusing one that shares documents with `questions`.
+def resolve_calibration(calibration: str | Path | None, rho_min: float | None) -> dict:
+    """τ from the calibration run (`--gate auto`, resolved once before a run starts).
 
     Returns:
-        {"tau", "rho_min", "calibration", "questions": calibration questions scored, "table": rows}.
+        {"tau", "rho_min", "calibration", "questions": calibration questions scored, "table": rows,
+        "documents": the calibration run's documents, which this run's questions may not be about}.
 
     Raises:
-        DossierError: no such run, shared documents (named), no Q-Guide trajectories, or no level
-            reaching rho_min.
+        DossierError: no --rho-min or --calibration, no such run, no Q-Guide trajectories, or no
+            level reaching rho_min.
     """
+    if rho_min is None or calibration is None:
+        raise DossierError("--gate auto needs --rho-min R (a reliability in (0, 1]) and --calibration RUN_DIR "
+                           "(a Q-Guide run on questions about other documents)")
     run_dir = Path(calibration)
     if not (run_dir / "run.json").exists():
         raise DossierError(f"--calibration {run_dir}: not a run directory (no run.json); make one with "
                            "`dossier run --agent qguide` on questions about other documents")
     records, documents = _run_records(run_dir)
-    shared = sorted(documents & question_documents(questions))
-    if shared:
-        raise DossierError(f"--calibration {run_dir} answered questions about {len(shared)} of this run's documents "
-                           f"({', '.join(shared[:5])}{' …' if len(shared) > 5 else ''}); split the questions by "
-                           "document so ρ is not measured on the documents it gates")
     table = reliability_table(records)
     tau = choose_tau(table, rho_min)
     if tau is None:
         best = max((r["rho"] for r in table if r["rho"] is not None), default=None)
         raise DossierError(f"--rho-min {rho_min}: no confidence level reaches it in {run_dir} (best ρ "
                            f"{'—' if best is None else f'{best:.2f}'}); lower --rho-min or use --gate low|med|high")
-    return {"tau": tau, "rho_min": rho_min, "calibration": str(run_dir), "questions": len(records), "table": table}
+    return {"tau": tau, "rho_min": rho_min, "calibration": str(run_dir), "questions": len(records), "table": table,
+            "documents": sorted(documents)}
+
+
+def check_question(resolved: dict, question) -> None:
+    """Refuse a question about a document the calibration run answered questions about (split by document)."""
+    shared = sorted(question_documents([question]) & set(resolved.get("documents", ())))
+    if shared:
+        raise DossierError(f"question {question.id} is about {', '.join(shared)}, which the calibration run "
+                           f"{resolved['calibration']} answered questions about; split the questions by document so "
+                           "ρ is not measured on the documents it gates")
+
+
+def resolve_gate(calibration: str | Path, rho_min: float, questions) -> dict:
+    """`resolve_calibration`, refusing a calibration run that shares documents with `questions` (naming them)."""
+    resolved = resolve_calibration(calibration, rho_min)
+    shared = sorted(set(resolved["documents"]) & question_documents(questions))
+    if shared:
+        raise DossierError(f"--calibration {calibration} answered questions about {len(shared)} of this run's "
+                           f"documents ({', '.join(shared[:5])}{' …' if len(shared) > 5 else ''}); split the "
+                           "questions by document so ρ is not measured on the documents it gates")
+    return resolved
 
 
 def format_table(resolved: dict) -> str:
@@ -135,21 +156,3 @@ def format_table(resolved: dict) -> str:
     lines.append(f"τ = min{{ℓ : ρ(ℓ) ≥ {resolved['rho_min']}}} = {resolved['tau']}")
     return "\n".join(lines)
 
-
-def prepare_run(settings_kwargs: dict, questions_path: str | Path) -> str | None:
-    """Resolve `--gate auto` before a run starts: fill `gate_table` into the settings (so run.json records the
-    table and τ) and return the text to print; None when the gate is a fixed level.
-
-    Raises:
-        DossierError: as `resolve_gate`, or --gate auto without --rho-min / --calibration.
-    """
-    if settings_kwargs.get("gate") != "auto":
-        return None
-    rho_min, calibration = settings_kwargs.get("rho_min"), settings_kwargs.get("calibration")
-    if rho_min is None or calibration is None:
-        raise DossierError("--gate auto needs --rho-min R (a reliability in (0, 1]) and --calibration RUN_DIR "
-                           "(a Q-Guide run on questions about other documents)")
-    questions, _ = load_questions(questions_path)
-    resolved = resolve_gate(calibration, float(rho_min), questions)
-    settings_kwargs["gate_table"] = resolved
-    return format_table(resolved)

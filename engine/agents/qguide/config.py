@@ -91,9 +91,9 @@ def check_settings(settings) -> None:
     if option(settings, "longdoc") not in LONGDOC:
         raise DossierError(f"longdoc must be one of {', '.join(LONGDOC)} (got {option(settings, 'longdoc')!r})")
     rho_min = option(settings, "rho_min")
-    if settings.gate == "auto" and rho_min is None:
+    if settings.gate == "auto" and (rho_min is None or option(settings, "calibration") is None):
         raise DossierError("--gate auto needs --rho-min R (a reliability in (0, 1]) and --calibration RUN_DIR "
-                           "(a run on documents split off from these questions)")
+                           "(a Q-Guide run on questions about other documents)")
     if rho_min is not None and not 0 < rho_min <= 1:
         raise DossierError(f"rho_min must be a reliability in (0, 1] (got {rho_min})")
     if settings.chunk_pages < 1 or not 0 <= settings.chunk_overlap < settings.chunk_pages:
@@ -156,6 +156,10 @@ def setup_for(question, settings, env) -> Setup:
     else:  # a collection: any document of the corpus (the schema names them only with cite_known_documents)
         page_counts = {info.id: info.page_count for info in env.store.documents()}
     budgets = parse_sweep(settings.max_rounds_sweep) or [settings.max_rounds]
+    if settings.gate == "auto" and option(settings, "gate_table"):
+        from engine.agents.qguide.calibrate import check_question
+
+        check_question(option(settings, "gate_table"), question)  # ρ was not measured on this document
     return Setup(tools, round_schema(offered, citable, page_counts), submit_schema(citable, page_counts), vision,
                  document is None, document, page_count, page_counts, budgets, option(settings, "at_limit"),
                  resolved_gate(settings))

@@ -2,12 +2,13 @@
 
 Declared here, apart from `config.py`, so `dossier --help` builds their options without importing
 the perception tools; the checks import `config` (and `direct`) only when those agents run.
-Q-Guide's further options (config.OPTIONS: at_limit, rho_min, calibration, longdoc) become
-fields here as they get `dossier run` options.
+`--gate auto` is resolved by the check, before the run starts: the calibration run's
+reliability table and τ are printed (stderr) and kept in `gate_table`, so run.json records them.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from engine.agents.settings_fields import setting
@@ -17,11 +18,23 @@ __all__ = ["QGuideSettings", "DirectSettings"]
 
 @dataclass(slots=True)
 class QGuideSettings:
-    max_rounds: int | None = setting(3, "qguide: T_max, policy turns per episode (several tool calls in one turn "
-                                        "are one round); the last must submit. Default 3, or the largest budget "
-                                        "of --max-rounds-sweep.", cli_default=None)
+    max_rounds: int | None = setting(3, "qguide: T_max, evidence rounds per episode (several tool calls in one "
+                                        "turn are one round); the turn after the last round is the limit turn "
+                                        "(--at-limit). Default 3, or the largest budget of --max-rounds-sweep.",
+                                     cli_default=None)
+    at_limit: str = setting("unknown", "qguide: the limit turn after T_max rounds: unknown (Eq. 3: a submission "
+                                       "meets the gate, asking for more is submit_unknown) or force (the turn "
+                                       "admits only submit).")
     gate: str = setting("med", "qguide: τ, low|med|high; a submission below it is verified against the "
-                               "observations, and becomes Unknown when unsupported.")
+                               "observations, and becomes Unknown when unsupported. auto: τ = min{ℓ : ρ(ℓ) ≥ "
+                               "--rho-min} from --calibration.")
+    rho_min: float | None = setting(None, "qguide --gate auto: ρ_min, the reliability floor in (0, 1], e.g. 0.6.")
+    calibration: str | None = setting(None, "qguide --gate auto: a Q-Guide run directory on questions about other "
+                                            "documents (split by document); ρ(ℓ) is measured on it.")
+    gate_table: dict | None = setting(None, "the resolved --gate auto: τ and the reliability table", cli=False)
+    longdoc: str = setting("chunk", "qguide: a named document longer than --chunk-pages: chunk (overlapping "
+                                    "chunks, a confidence-weighted vote; the paper's choice) or retrieve (one "
+                                    "loop over the --chunk-pages pages BM25 ranks best).")
     tools: str = setting("auto", "qguide: recovery tools offered: auto, or a comma-separated subset of text, "
                                  "visual, spatial, structure, lookup (leave-one-out ablation).")
     chunk_pages: int = setting(4, "qguide: pages per chunk of a longer named document.")
@@ -37,6 +50,11 @@ class QGuideSettings:
         if settings.max_rounds is None:
             settings.max_rounds = max(parse_sweep(settings.max_rounds_sweep), default=3)
         check_settings(settings)
+        if settings.gate == "auto" and settings.gate_table is None:
+            from engine.agents.qguide.calibrate import format_table, resolve_calibration
+
+            settings.gate_table = resolve_calibration(settings.calibration, settings.rho_min)
+            print(format_table(settings.gate_table), file=sys.stderr)
 
 
 @dataclass(slots=True)
