@@ -67,6 +67,9 @@ _REGISTERED = (
     AgentSpec("direct", "direct prompting (Q-Guide's baselines): one turn over the document's page images, text or "
               "both (--inputs), Q-Guide's answer schema, no tools", "engine.agents.direct:DirectEpisode",
               settings="engine.agents.qguide.settings:DirectSettings"),
+    AgentSpec("filesearch", "file search (offline managed RAG): pages chunked, MiniLM embeddings, the nearest chunks "
+              "shown, one answer turn", "engine.agents.filesearch:FileSearchEpisode",
+              settings="engine.agents.filesearch:FileSearchSettings"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}

