@@ -22,7 +22,8 @@ Under `--oracle` (MADQA's human oracle condition) the state carries the question
 evidence pages ("oracle": {"pages": [...], "note"}), which the page shows before the search box
 and opens in the viewer first (a view with via "oracle").
 
-Every error is JSON `{"error": "..."}` with a 4xx status (403 for another annotator's paths, 404
+Every error is JSON `{"error": "..."}` with a 4xx status (403 for another annotator's paths or a
+wrong resume code, 404
 for anything outside the corpus, 409 for a stale tab or a name already taken, 422 for a malformed
 body, 400 for text that is not valid Unicode); an unexpected failure is a 500 with a one-line
 message, its traceback only in the server log.

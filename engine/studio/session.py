@@ -4,7 +4,7 @@
 studio's output folder (`.session-key`, readable only by its owner), so a session survives a
 server restart and nobody can make one for another name. A request for
 `/api/annotators/<slug>/...` must carry that slug's cookie; signing in under a name whose run
-exists needs it too, so two people who type the same name (in any case: names fold to one slug)
+exists needs it too (or the resume code below), so two people who type the same name (in any case: names fold to one slug)
 cannot share a run by accident, and nobody opens another's run by typing their name. One cookie
 per annotator lets a shared machine keep several people's sessions.
 
