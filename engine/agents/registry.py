@@ -70,6 +70,9 @@ _REGISTERED = (
     AgentSpec("filesearch", "file search (offline managed RAG): pages chunked, MiniLM embeddings, the nearest chunks "
               "shown, one answer turn", "engine.agents.filesearch:FileSearchEpisode",
               settings="engine.agents.filesearch:FileSearchSettings"),
+    AgentSpec("rlm", "Recursive Language Model: the corpus in a sandboxed Python REPL, code turns with llm_query "
+              "sub-calls, then the answer extracted", "engine.agents.rlm:RlmEpisode",
+              settings="engine.agents.rlm:RlmSettings"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}
