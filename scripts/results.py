@@ -18,6 +18,7 @@ Usage:
     scripts/results.sh madqa-sample          # one table
     scripts/results.sh madqa-sample --check  # re-score the stored runs; print the table; exit 1 when the
                                              # figures differ from docs/results/madqa-sample.json
+    scripts/results.sh madqa-sample --score-only  # write the table from the runs stored so far; run nothing
     scripts/results.sh --list                # the tables and their rows
 Options: --root DIR (runs and suites; default runs/results), --docs DIR (default docs/results),
 --rows a,b (only these rows of the table), --threads N (default 2).
@@ -230,7 +231,8 @@ def run_row(table: Table, row: Row, root: Path, threads: int) -> None:
         _say(f"{table.name} / {row.id}: complete ({want} predictions)")
         return
     command = row_command(table, row, questions, corpus, run, threads)
-    state = _read_json(run / "results_row.json") or {"command": "dossier " + " ".join(command), "segments": []}
+    shown = "dossier " + " ".join(command).replace(str(root), "runs/results")  # no machine paths in the docs
+    state = _read_json(run / "results_row.json") or {"command": shown, "segments": []}
     segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": _loadavg(), "cores": os.cpu_count(),
                "predictions_before": _done(run), "commit": _commit(), "dtype_auto": _auto_dtype()}
     began = time.perf_counter()
@@ -346,11 +348,14 @@ def score_table(table: Table, root: Path) -> dict:
         items, report = score_row(run, table.verdict)
         items_by[entry["name"]] = items
         run_json = _read_json(run / "run.json") or {}
-        entry.update(status="complete" if _done(run) >= len(items) else f"partial: {_done(run)} of {len(items)}",
+        entry.update(status="complete" if _done(run) >= len(items) else
+                     f"partial: {_done(run)} of {len(items)} answered (the rest count as wrong)",
                      figures=row_figures(items, report, table.verdict), engine=run_json.get("engine"),
                      command=(state or {}).get("command"), segments=(state or {}).get("segments", []),
                      wall_s=round(sum(s["seconds"] for s in (state or {}).get("segments", [])), 1))
         rows.append(entry)
+    complete = {e["name"] for e in rows if e.get("status") == "complete"}
+    items_by = {name: items for name, items in items_by.items() if name in complete}  # a partial row tests nothing
     reference = items_by.get(table.reference)
     for entry in rows:
         if reference is not None and entry["name"] in items_by and entry["name"] != table.reference:
@@ -373,7 +378,7 @@ def score_table(table: Table, root: Path) -> dict:
                            "discordant": [test["only_a_correct"], test["only_b_correct"]]})
         else:
             claims.append({"claim": claim.text, "better": claim.better, "worse": claim.worse,
-                           "verdict": "not tested yet: a row has not run"})
+                           "verdict": "not tested yet: a row has not run to the end"})
     models = sorted({r["model"] for r in rows})
     return {"table": table.name, "title": table.title, "suite": table.suite, "limit": table.limit,
             "verdict": table.verdict, "reference": table.reference, "models": [model_record(m) for m in models],
@@ -448,7 +453,8 @@ def render_markdown(result: dict) -> str:
     for r in rows:
         f = r.get("figures") or {}
         if f.get("taxonomy"):
-            extra.append(f"- {r['label']}: taxonomy " + ", ".join(f"{k} {v}" for k, v in sorted(f["taxonomy"].items())))
+            extra.append(f"- {r['label']}: taxonomy " + ", ".join(f"{k.replace('_', ' ')} {v}"
+                                                                   for k, v in f["taxonomy"].items() if v))
         if f.get("qguide"):
             extra.append(f"- {r['label']}: Q-Guide analyses `" + json.dumps(f["qguide"], ensure_ascii=False)[:600] + "`")
         if f.get("mudabench_coverage"):
@@ -510,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("tables", nargs="*", help=f"tables to make (default: all): {', '.join(TABLES)}")
     parser.add_argument("--check", action="store_true", help="re-score the stored runs; exit 1 if figures differ")
     parser.add_argument("--list", action="store_true", help="list the tables and their rows")
+    parser.add_argument("--score-only", action="store_true", help="write the tables from the stored runs; run nothing")
     parser.add_argument("--rows", default="", help="only these row names of the table (comma-separated)")
     parser.add_argument("--root", type=Path, default=ROOT / "runs" / "results")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results")
@@ -530,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         return max(check_table(t, args.root, args.docs) for t in tables)
     only = {r for r in args.rows.split(",") if r}
     for table in tables:
-        for row in table.rows:
+        for row in ([] if args.score_only else table.rows):
             if only and row.name not in only:
                 continue
             if row.requires_agent and not registered(row.requires_agent):
