@@ -116,7 +116,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           claims=(Claim("Q-Guide beats direct prompting", "qguide", "direct-ocr"),)),
     Table("mudabench-sample", "MuDABench's workflow against flat retrieval on its sample suite", "mudabench",
           "workflow",
-          (Row("workflow", "workflow-1.5b-int8", "workflow (plan, extract, code)", ("--agent", "workflow", *INT8)),
+          (Row("workflow", "workflow-1.5b-int8", "workflow (plan, extract, structure, code, answer)",
+               ("--agent", "workflow", "--conversion-table", "{suite}/conversion.json", *INT8)),
            Row("bm25", "bm25-1.5b-int8", "bm25, MADQA's loop", ("--agent", "bm25", "--loop", "madqa", *INT8)),
            Row("rag", "rag-1.5b-int8", "rag", ("--agent", "rag", *INT8))),
           verdict="mudabench",
@@ -207,9 +208,10 @@ def _done(run: Path) -> int:
 
 
 def row_command(table: Table, row: Row, questions: Path, corpus: Path, run: Path, threads: int) -> list[str]:
-    command = ["run", *row.args, "--model", row.model, "--questions", str(questions), "--out", str(run),
+    args = [a.replace("{suite}", str(questions.parent)) for a in row.args]  # files the suite itself holds
+    command = ["run", *args, "--model", row.model, "--questions", str(questions), "--out", str(run),
                "--threads", str(threads)]
-    if row.args[row.args.index("--agent") + 1] != "closed-book":
+    if args[args.index("--agent") + 1] != "closed-book":
         command += ["--corpus", str(corpus)]
     if table.limit:
         command += ["--limit", str(table.limit)]
