@@ -120,7 +120,7 @@ def test_eval_with_a_local_judge_puts_its_accuracy_first_and_reads_its_cache_the
     assert "1 answers needed a judgement; 0 read from the cache, 1 judged" in first.stdout
     headline = next(i for i, line in enumerate(lines) if line.startswith("accuracy"))
     assert lines[headline].startswith("accuracy (judge, Rogan–Gladen corrected)")
-    assert "q1 0.95, q0 0.9 from" in lines[headline] and "cal.json (60 labelled items" in lines[headline]
+    assert "q1 0.950, q0 0.900 from" in lines[headline] and "cal.json (60 labelled items" in lines[headline]
     assert lines[headline + 1].startswith("accuracy (ANLS* ≥ 0.5)")
     second = _dossier("eval", str(tiny_run), "--judge", "default", "--calibration", str(calibration), "--no-drift")
     assert "1 read from the cache, 0 judged" in second.stdout

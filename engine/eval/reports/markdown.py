@@ -37,7 +37,7 @@ def headline_rows(report: dict) -> list[tuple[str, str, str]]:
         # MADQA's headline: exact match, then the judge, corrected for the judge's measured errors
         corrected = not str(judge.get("correction") or "").startswith("not corrected")
         head = [("accuracy (judge, Rogan–Gladen corrected)" if corrected else "accuracy (judge, uncorrected)",
-                 pct(report["semantic_accuracy"]), semantic_note + (f"; q1 {judge.get('q1')}, q0 {judge.get('q0')} "
+                 pct(report["semantic_accuracy"]), semantic_note + (f"; q1 {num(judge.get('q1'))}, q0 {num(judge.get('q0'))} "
                                                                     f"from {judge.get('calibration_source', 'flags')}"
                                                                     if corrected else f"; {judge.get('correction')}")),
                 ("accuracy (ANLS* ≥ 0.5)", pct(report["accuracy"]), ci_text(report["accuracy_ci"]))]
