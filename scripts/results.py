@@ -353,7 +353,8 @@ def score_table(table: Table, root: Path) -> dict:
         entry.update(status="complete" if _done(run) >= len(items) else
                      f"partial: {_done(run)} of {len(items)} answered (the rest count as wrong)",
                      figures=row_figures(items, report, table.verdict), engine=run_json.get("engine"),
-                     command=(state or {}).get("command"), segments=(state or {}).get("segments", []),
+                     command=((state or {}).get("command") or "").replace(str(root), "runs/results") or None,
+                     segments=(state or {}).get("segments", []),
                      wall_s=round(sum(s["seconds"] for s in (state or {}).get("segments", [])), 1))
         rows.append(entry)
     complete = {e["name"] for e in rows if e.get("status") == "complete"}
