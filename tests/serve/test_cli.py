@@ -18,19 +18,25 @@ def dossier(*args: str, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
 
 
+def wait_for_url(process: subprocess.Popen, pattern: str = r"at (http://127\.0\.0\.1:\d+)/v1") -> str:
+    """The URL `dossier serve` prints once it listens (fails with what it printed instead)."""
+    deadline, url, seen = time.monotonic() + 120, None, []
+    while url is None and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        seen.append(line)
+        if not line and process.poll() is not None:
+            break
+        match = re.search(pattern, line)
+        url = match.group(1) if match else None
+    assert url, "".join(seen)
+    return url
+
+
 def test_serve_prints_its_url_answers_and_stops_on_ctrl_c(tiny_folder):
     process = dossier("serve", "--model", str(tiny_folder[0]), "--port", "0", "--kv-cache-gib", "0.05",
                       "--served-model-name", "tiny")
     try:
-        deadline, url, seen = time.monotonic() + 120, None, []
-        while url is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            seen.append(line)
-            if not line and process.poll() is not None:
-                break
-            match = re.search(r"at (http://127\.0\.0\.1:\d+)/v1 \(model names: tiny\)", line)
-            url = match.group(1) if match else None
-        assert url, "".join(seen)
+        url = wait_for_url(process, r"at (http://127\.0\.0\.1:\d+)/v1 \(model names: tiny\)")
         reply = httpx2.post(url + "/v1/chat/completions", timeout=60, json={
             "model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 3, "temperature": 0})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1
@@ -51,15 +57,7 @@ def test_serve_allowed_origin_lets_that_page_call_and_no_other(tiny_folder):
     process = dossier("serve", "--model", str(tiny_folder[0]), "--port", "0", "--kv-cache-gib", "0.05",
                       "--served-model-name", "tiny", "--allowed-origin", "https://app.example")
     try:
-        deadline, url, seen = time.monotonic() + 120, None, []
-        while url is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            seen.append(line)
-            if not line and process.poll() is not None:
-                break
-            match = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", line)
-            url = match.group(1) if match else None
-        assert url, "".join(seen)
+        url = wait_for_url(process)
         body = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 2, "temperature": 0}
         allowed = httpx2.post(url + "/v1/chat/completions", timeout=60, json=body,
                               headers={"Origin": "https://app.example"})
