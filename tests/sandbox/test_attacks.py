@@ -148,13 +148,15 @@ def test_a_real_time_signal_is_a_result_not_an_exception():
     assert result.kind == "signal" and "SIGRTMIN+" in result.error and _ours() == []
 
 
-@pytest.mark.xfail(strict=True, reason="known hole: os.mknod/os.mkfifo raise no audit event, so a program can create an "
-                                       "empty file or FIFO where the sandbox user may (e.g. /tmp); it cannot write to "
-                                       "it (opening is audited). Closing it needs a private /tmp (a mount namespace).")
-def test_known_hole_mknod_creates_an_empty_file_outside():
+@pytest.mark.parametrize("call", ["os.mknod(ESCAPE)", "os.mkfifo(ESCAPE)", "__import__('posix').mknod(ESCAPE)",
+                                  "os.mknod(ESCAPE, 0o600 | 0o010000)"])
+def test_mknod_and_mkfifo_cannot_create_a_file_outside(call):
+    # they raise no audit event, so the bootstrap replaces them before the program runs
     try:
-        run_python(OS + "os.mknod(ESCAPE)", inputs={"ESCAPE": ESCAPE}, limits=LIMITS)
+        result = run_python(OS + call, inputs={"ESCAPE": ESCAPE}, limits=LIMITS)
         assert not os.path.exists(ESCAPE)
+        assert result.kind == "exception" and ("not allowed" in result.error), result
+        assert _ours() == []
     finally:
         if os.path.exists(ESCAPE):
             os.unlink(ESCAPE)

@@ -214,6 +214,22 @@ def _restricted_import(modules: frozenset, real_import):
     return function
 
 
+def _refuse_unaudited_calls() -> None:
+    """Replace os.mknod and os.mkfifo (in posix and os) with a refusal: they raise no audit event,
+    so the hook cannot see a program create an empty file or a FIFO wherever the sandbox user may
+    (e.g. /tmp). The refusal is compiled apart, with no globals the program could reach."""
+    import posix
+
+    scope = {"__builtins__": {"PermissionError": PermissionError}}
+    exec("def refuse(*args, **kwargs):\n"
+         "    raise PermissionError('creating FIFOs and device nodes (os.mknod, os.mkfifo) is not allowed in the "
+         "sandbox')\n", scope)
+    for name in ("mknod", "mkfifo"):
+        for module in (posix, os):
+            if hasattr(module, name):
+                setattr(module, name, scope["refuse"])
+
+
 def _program_builtins(modules: frozenset, policy: bool) -> dict:
     import builtins
 
@@ -294,6 +310,7 @@ def main() -> None:
     string_io, is_subclass, memory_error, join = __import__("io").StringIO, issubclass, MemoryError, "".join
     sys_module = sys
     if policy:
+        _refuse_unaudited_calls()
         sys.addaudithook(_make_hook(os.path.realpath(workdir), modules, read_roots))
         status["python_policy"] = True
     write(status_fd, (json.dumps({**status, "key": key}) + "\n").encode())
