@@ -408,7 +408,7 @@ def figures_rows(result: dict) -> list[str]:
     for r in result["rows"]:
         f = r.get("figures")
         if not f:
-            out.append(f"| {r['label']} | {r['status']} |" + " |" * 9)
+            out.append(f"| {r['label']} | {r['status']} |" + " |" * 10)
             continue
         vs = r.get("vs_reference")
         test = (f"{vs['difference'] * 100:+.1f} pts, p = {vs['mcnemar_p']:.3g}, κ = {_num(vs['cohen_kappa'], 2)}"
@@ -416,7 +416,7 @@ def figures_rows(result: dict) -> list[str]:
         kuiper = (f"{f['kuiper']:.2f}" + (f" [{f['kuiper_ci'][0]:.2f}, {f['kuiper_ci'][1]:.2f}]" if f["kuiper_ci"]
                                           else "") if f["kuiper"] is not None else "undefined")
         out.append(f"| {r['label']} | {f['correct']}/{f['n']} = {_pct(f['accuracy'])}{_ci(f['accuracy_ci'])} | "
-                   f"{_num(f['page_f1'])} | {_num(f['doc_f1'])} | {kuiper} | {_num(f['searches_per_question'], 2)} | "
+                   f"{_pct(f['exact_match'])} | {_num(f['page_f1'])} | {_num(f['doc_f1'])} | {kuiper} | {_num(f['searches_per_question'], 2)} | "
                    f"{_pct(f['first_query_page_hit'])} | {test} | {r['wall_s']:.0f} s | {r['status']} |")
     return out
 
@@ -437,9 +437,14 @@ def render_markdown(result: dict) -> str:
         lines.append(f"- runs made at commit(s) {', '.join(commits)} on {', '.join(map(str, cores))} cores; "
                      f"1-minute load at the start and end of each run: "
                      + ", ".join(f"{a:.1f}→{b:.1f}" for a, b in loads))
-    lines += ["", "| row | accuracy [95 % Wilson] | Page F1 | Doc F1 | Kuiper [bootstrap CI] | searches/q | "
-              "first query hit a gold page | vs reference (McNemar, κ) | wall | status |",
-              "|---|---|---|---|---|---|---|---|---|---|", *figures_rows(result), ""]
+    lines += ["", "| row | accuracy [95 % Wilson] | exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
+              "searches/q | first query hit a gold page | vs reference (McNemar, κ) | wall | status |",
+              "|---|---|---|---|---|---|---|---|---|---|---|", *figures_rows(result), ""]
+    if result["verdict"] == "correct":
+        lines.append("Accuracy is ANLS* ≥ 0.5 (MADQA's harness), which admits near-miss numbers: \"$10\" for "
+                     "\"$18\" scores 0.67. Exact match is the strict reading; MADQA's headline is an LLM judge "
+                     "(see judge.md).")
+        lines.append("")
     lines.append(f"Paired tests: with exact McNemar, p < 0.05 needs at least {result['min_discordant_for_p05']} "
                  "discordant questions, all one way; smaller differences cannot be told apart at this n.")
     lines.append("")
