@@ -58,7 +58,7 @@ _REGISTERED = (
     AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
               "engine.agents.baselines:ClosedBookEpisode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
-              "normalised records, a program run in the sandbox", "engine.agents.workflow.episode:WorkflowEpisode",
+              "typed records, a program run in the sandbox, a final answer", "engine.agents.workflow.episode:WorkflowEpisode",
               run_meta="engine.agents.workflow.report:run_meta", run_report="engine.agents.workflow.report:run_report",
               settings="engine.agents.workflow.settings:WorkflowSettings"),
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
