@@ -139,8 +139,9 @@ def score(
         if any(q.extra.get("metadata") or q.extra.get("source_rows") for q in inputs.questions):
             from engine.eval.llm_judge import load_engine_answer_judge, load_engine_row_judge
 
-            config.coverage_judge = load_engine_row_judge(judge)
-            config.mudabench_judge = load_engine_answer_judge(judge)  # MuDABench's final-answer judge
+            shared = batched.load()  # one engine (with --judge-quantization) serves all three judges
+            config.coverage_judge = load_engine_row_judge(judge, engine=shared)
+            config.mudabench_judge = load_engine_answer_judge(judge, engine=shared)  # MuDABench's final-answer judge
     if drift and inputs.episodes:
         from engine.eval.embeddings import MiniLMEmbedder
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.eval.judge import Verdict, build_judge_prompt, parse_verdict
+from engine.eval.llm_judge import VERDICT_SCHEMA
 from tools.errors import DossierError
 
 __all__ = ["JudgeItem", "JudgeCache", "BatchedJudge", "judge_key", "prejudge"]
@@ -76,10 +77,6 @@ class JudgeCache:
                   "answer": item.answer, "reply": reply[:200]}
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-VERDICT_SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string", "enum": [v.value for v in Verdict]}},
-                  "required": ["verdict"]}
 
 
 @dataclass

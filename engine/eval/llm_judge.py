@@ -108,13 +108,15 @@ ROW_SCHEMA = {"type": "object", "properties": {"correct_metric_fields": {"type":
               "required": ["correct_metric_fields"]}
 
 
-def load_engine_complete(model: str, max_tokens: int = 256, json_schema: dict | None = None) -> Callable[[str], str]:
+def load_engine_complete(model: str, max_tokens: int = 256, json_schema: dict | None = None,
+                         engine=None) -> Callable[[str], str]:
     """prompt -> reply from `model` on Dossier's engine: one user turn per call, greedy.
 
     Args:
         model: what `Engine.from_pretrained` accepts ("default", a local directory, a .gguf file).
         max_tokens: most tokens per reply.
         json_schema: constrain the reply to this JSON schema (structured output).
+        engine: an engine already loaded for `model` (e.g. the batched judge's), shared instead of loading another.
 
     Raises:
         DossierError: the inference engine is not part of this installation yet, or it lacks
@@ -129,7 +131,8 @@ def load_engine_complete(model: str, max_tokens: int = 256, json_schema: dict | 
             "installation does not have; run without --judge (ANLS*, exact match and all other metrics still work) "
             "or pass a judge from Python with EvalConfig(judge=...)"
         ) from err
-    engine = llm_engine.Engine.from_pretrained(model)
+    if engine is None:
+        engine = llm_engine.Engine.from_pretrained(model)
     params = sampling.SamplingParams(temperature=0.0, max_new_tokens=max_tokens, json_schema=json_schema)
 
     def complete(prompt: str) -> str:
@@ -149,16 +152,17 @@ def load_engine_judge(model: str) -> CompletionJudge:
     return CompletionJudge(load_engine_complete(model, max_tokens=24, json_schema=VERDICT_SCHEMA))
 
 
-def load_engine_row_judge(model: str) -> CompletionRowJudge:
-    """A MuDABench `CompletionRowJudge` running `model` on Dossier's engine."""
-    judge = CompletionRowJudge(load_engine_complete(model, max_tokens=256, json_schema=ROW_SCHEMA))
+def load_engine_row_judge(model: str, engine=None) -> CompletionRowJudge:
+    """A MuDABench `CompletionRowJudge` running `model` on Dossier's engine (`engine`: one already loaded)."""
+    judge = CompletionRowJudge(load_engine_complete(model, max_tokens=256, json_schema=ROW_SCHEMA, engine=engine))
     judge.label = f"LLM judge {model} (MuDABench's document-wise row judge, A.7.7)"
     return judge
 
 
-def load_engine_answer_judge(model: str):
+def load_engine_answer_judge(model: str, engine=None):
     """MuDABench's final-answer judge (A.7.10, `engine.eval.metrics.mudabench.CompletionAnswerJudge`) running `model`."""
     from engine.eval.metrics.mudabench import FINAL_ANSWER_SCHEMA, CompletionAnswerJudge
 
-    return CompletionAnswerJudge(load_engine_complete(model, max_tokens=16, json_schema=FINAL_ANSWER_SCHEMA),
+    return CompletionAnswerJudge(load_engine_complete(model, max_tokens=16, json_schema=FINAL_ANSWER_SCHEMA,
+                                                      engine=engine),
                                  label=f"LLM judge {model} (MuDABench's final-answer prompt, A.7.10)")

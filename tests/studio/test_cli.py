@@ -44,13 +44,7 @@ def test_the_command_prints_its_url_and_serves_the_app(studio_files, tmp_path):
         with urllib.request.urlopen(url, timeout=30) as response:
             assert b"<title>Dossier studio</title>" in response.read()
     finally:
-        process.terminate()
-        deadline = time.monotonic() + 20
-        while process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+        _stop(process)
 
 
 def test_oracle_lists_questions_without_gold_pages_at_start_and_serves_them(studio_files, tmp_path):
@@ -81,10 +75,15 @@ def test_oracle_lists_questions_without_gold_pages_at_start_and_serves_them(stud
         printed = process.stdout.readline()  # the new annotator's resume code, for the operator
         assert printed.startswith("new annotator 'Ann'") and printed.strip().endswith(state["resume_code"]), printed
     finally:
-        process.terminate()
-        deadline = time.monotonic() + 20
-        while process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Terminate the studio, kill it if it has not exited within 20 s, and reap it."""
+    process.terminate()
+    deadline = time.monotonic() + 20
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if process.poll() is None:
+        process.kill()
+    process.wait()
