@@ -22,16 +22,24 @@ Usage:
     scripts/results.sh --list                # the tables and their rows
 Options: --root DIR (runs and suites; default runs/results), --docs DIR (default docs/results),
 --rows a,b (only these rows of the table), --threads N (default 2).
+
+Every run is also archived in the repository, under `docs/results/runs/<suite>-<row id>/` (run.json,
+predictions.jsonl, trajectories.jsonl.gz, results_row.json; the suite's questions beside them), so a
+clean checkout can `--check` every table without the run directories, and the tables are scored from
+that archive.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FINANCEBENCH = ROOT.parent / "shared" / "data" / "financebench"
 QUIET_MODEL = "qwen2.5-1.5b"  # the packaged model that answers (cpu-models extra)
-INT8 = ("--quantization", "int8")  # the fastest CPU path measured (docs/benchmarks.md), fixed before any table ran
+# The fastest CPU path measured on the first machine (docs/benchmarks.md), fixed before any table ran. The
+# dtype is pinned to what `--dtype auto` was there (float32, an AVX2 CPU), so a row means the same on every CPU.
+INT8 = ("--quantization", "int8", "--dtype", "float32")
 
 
 @dataclass(frozen=True)
@@ -89,15 +99,18 @@ def _madqa_rows(model: str = QUIET_MODEL) -> tuple[Row, ...]:
 _MADQA_CLAIMS = (Claim("the search agent beats static retrieval (MADQA: BM25 agent above RAG)", "bm25", "rag"),)
 
 TABLES: dict[str, Table] = {t.name: t for t in (
-    Table("dtypes-sample", "The BM25 agent on the sample suite in float32, int8 and int4 (issue 24's quality check)",
+    Table("dtypes-sample", "The BM25 agent on the sample suite in float32, bfloat16, int8 and int4 (issue 24's quality check)",
           "sample", "float32",
-          (Row("float32", "bm25-1.5b-none", "no quantisation, --dtype auto (the reference)",
-               ("--agent", "bm25", "--loop", "madqa")),
-           Row("int8", "bm25-1.5b-int8", "int8 weights and dynamic int8 activations (FBGEMM)",
+          (Row("float32", "bm25-1.5b-float32", "float32, no quantisation (the reference)",
+               ("--agent", "bm25", "--loop", "madqa", "--dtype", "float32")),
+           Row("bfloat16", "bm25-1.5b-bf16", "bfloat16 weights, activations and KV cache (--dtype auto on a bf16 CPU)",
+               ("--agent", "bm25", "--loop", "madqa", "--dtype", "bfloat16")),
+           Row("int8", "bm25-1.5b-int8", "int8 weights and dynamic int8 activations (FBGEMM), float32 elsewhere",
                ("--agent", "bm25", "--loop", "madqa", *INT8)),
-           Row("int4", "bm25-1.5b-int4", "int4 weights, group 32 (torch's int4pack)",
-               ("--agent", "bm25", "--loop", "madqa", "--quantization", "int4"))),
-          notes=("bf16 is not a row: this machine's CPU (AVX2, no avx512_bf16) emulates it, slower than float32.",)),
+           Row("int4", "bm25-1.5b-int4", "int4 weights, group 32 (torch's int4pack), bfloat16 elsewhere",
+               ("--agent", "bm25", "--loop", "madqa", "--quantization", "int4", "--dtype", "bfloat16"))),
+          notes=("Every row pins its dtype, so the table means the same on every CPU; a bf16 row runs at full speed "
+                 "only on a CPU with avx512_bf16 or AMX (the machine of each run is in its record).",)),
     Table("madqa-sample", "MADQA's agent and baselines on the sample suite (20 questions)", "sample", "bm25",
           _madqa_rows(), claims=_MADQA_CLAIMS),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
@@ -248,6 +261,40 @@ def run_row(table: Table, row: Row, root: Path, threads: int) -> None:
         _write_json(run / "results_row.json", state)
 
 
+ARCHIVE = ROOT / "docs" / "results" / "runs"
+
+
+def archive_dir(archive: Path, table: Table, row: Row) -> Path:
+    return archive / f"{table.suite}-{row.id}"
+
+
+def archive_run(run: Path, root: Path, archive: Path, suite: str) -> Path:
+    """Copy what scoring needs of a run directory into the repository's archive (no machine paths).
+
+    run.json's questions point at the suite's questions archived beside the runs; the trajectories
+    are gzipped; results_row.json keeps the timed segments. Returns the archived run's folder.
+    """
+    questions = root / suite / "questions.jsonl"
+    target = archive / run.name
+    target.mkdir(parents=True, exist_ok=True)
+    (archive / suite).mkdir(parents=True, exist_ok=True)
+    if questions.is_file():
+        shutil.copyfile(questions, archive / suite / "questions.jsonl")
+    run_json = _read_json(run / "run.json") or {}
+    run_json = json.loads(json.dumps(run_json).replace(str(root), "runs/results"))
+    run_json["questions"] = f"../{suite}/questions.jsonl"
+    _write_json(target / "run.json", run_json)
+    shutil.copyfile(run / "predictions.jsonl", target / "predictions.jsonl")
+    if (run / "trajectories.jsonl").is_file():
+        with (run / "trajectories.jsonl").open("rb") as src, gzip.GzipFile(target / "trajectories.jsonl.gz", "wb",
+                                                                            mtime=0) as dst:
+            shutil.copyfileobj(src, dst)
+    state = _read_json(run / "results_row.json")
+    if state is not None:
+        _write_json(target / "results_row.json", json.loads(json.dumps(state).replace(str(root), "runs/results")))
+    return target
+
+
 def _auto_dtype() -> str:
     """What --dtype auto resolves to on this machine's CPU, and why (engine/core/dtypes.py)."""
     from engine.core.dtypes import auto_dtype
@@ -287,11 +334,22 @@ def model_record(model: str) -> dict:
 
 
 def score_row(run: Path, verdict: str):
-    """(items, report) of one stored run, scored as `dossier eval` scores it (Kuiper bootstrap 1000, seed 0)."""
+    """(items, report) of one stored run, scored as `dossier eval` scores it (Kuiper bootstrap 1000, seed 0).
+
+    `run` is a run directory or its archive (trajectories.jsonl.gz is read through a temporary copy).
+    """
     from engine.eval.evaluate import EvalConfig, evaluate
     from engine.eval.inputs import load_inputs
 
-    inputs = load_inputs(run)
+    packed = run / "trajectories.jsonl.gz"
+    if packed.is_file() and not (run / "trajectories.jsonl").is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            trajectories = Path(tmp) / "trajectories.jsonl"
+            with gzip.open(packed, "rb") as src, trajectories.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            inputs = load_inputs(run, trajectories=trajectories)
+    else:
+        inputs = load_inputs(run)
     result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig(bootstrap=1000, seed=0),
                       inputs.errors)
     return result.items, result.report
@@ -333,12 +391,16 @@ def min_discordant(alpha: float = 0.05) -> int:
     return n
 
 
-def score_table(table: Table, root: Path) -> dict:
+def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
+    """Score every row from the archive, archiving first each row whose run directory is under `root`."""
     from engine.eval.compare import compare_items
 
     rows, items_by = [], {}
     for row in table.rows:
-        run = root / "runs" / f"{table.suite}-{row.id}"
+        live = root / "runs" / f"{table.suite}-{row.id}"
+        if (live / "run.json").is_file() and _done(live):
+            archive_run(live, root, archive, table.suite)
+        run = archive_dir(archive, table, row)
         entry = {"id": row.id, "name": row.name, "label": row.label, "model": row.model,
                  "args": list(row.args)}
         state = _read_json(run / "results_row.json")
@@ -500,13 +562,14 @@ def write_table(result: dict, docs: Path) -> None:
     _say(f"wrote {docs / (result['table'] + '.md')} and .json")
 
 
-def check_table(table: Table, root: Path, docs: Path) -> int:
-    """Re-score the stored runs and compare with the stored table: 0 when every figure is the same."""
+def check_table(table: Table, archive: Path, docs: Path) -> int:
+    """Re-score the archived runs and compare with the stored table: 0 when every figure is the same."""
     stored = _read_json(docs / f"{table.name}.json")
     if stored is None:
         print(f"results: {docs / (table.name + '.json')} is missing; run `scripts/results.sh {table.name}` first")
         return 1
-    fresh = score_table(table, root)
+    with tempfile.TemporaryDirectory() as nothing_live:  # only the archive: a live run must not be re-archived
+        fresh = score_table(table, Path(nothing_live), archive)
     for line in figures_rows(fresh):
         print(line)
     differ = [r["id"] for r, s in zip(fresh["rows"], stored["rows"]) if r.get("figures") != s.get("figures")]
@@ -528,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="", help="only these row names of the table (comma-separated)")
     parser.add_argument("--root", type=Path, default=ROOT / "runs" / "results")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs" / "results")
+    parser.add_argument("--archive", type=Path, default=None,
+                        help="the archived runs (default: DOCS/runs, in the repository)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     check_tables()
@@ -541,8 +606,9 @@ def main(argv: list[str] | None = None) -> int:
             for r in t.rows:
                 print(f"  {r.name:14s} {r.label}: dossier run {' '.join(r.args)} --model {r.model}")
         return 0
+    archive = args.archive or args.docs / "runs"
     if args.check:
-        return max(check_table(t, args.root, args.docs) for t in tables)
+        return max(check_table(t, archive, args.docs) for t in tables)
     only = {r for r in args.rows.split(",") if r}
     for table in tables:
         for row in ([] if args.score_only else table.rows):
@@ -552,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
                 _say(f"{table.name} / {row.id}: skipped, agent {row.requires_agent!r} is not registered at this commit")
                 continue
             run_row(table, row, args.root, args.threads)
-        write_table(score_table(table, args.root), args.docs)
+        write_table(score_table(table, args.root, archive), args.docs)
     return 0
 
 

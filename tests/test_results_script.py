@@ -57,7 +57,7 @@ def test_check_rescores_a_stored_run_to_the_same_figures(tmp_path, tiny_table, c
     root, docs = tmp_path / "runs", tmp_path / "docs"
     _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
     _store_run(root, "sample", "b-run", ["48,250", "nobody", "unknown"])
-    result = results.score_table(tiny_table, root)
+    result = results.score_table(tiny_table, root, docs / "runs")
     results.write_table(result, docs)
 
     a, b, c = result["rows"]
@@ -76,10 +76,31 @@ def test_check_rescores_a_stored_run_to_the_same_figures(tmp_path, tiny_table, c
     assert "3/3 = 100.0 %" in out and "re-score to the same figures" in out
 
 
+def test_the_archive_alone_rescores_and_holds_no_machine_path(tmp_path, tiny_table, capsys):
+    """A clean checkout has no run directories: --check re-scores the runs archived in the repository."""
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    run = _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    (run / "trajectories.jsonl").write_text("")
+    _store_run(root, "sample", "b-run", ["48,250", "nobody", "unknown"])
+    results.write_table(results.score_table(tiny_table, root, docs / "runs"), docs)
+    archived = docs / "runs" / "sample-a-run"
+    assert sorted(p.name for p in archived.iterdir()) == ["predictions.jsonl", "results_row.json", "run.json",
+                                                         "trajectories.jsonl.gz"]
+    assert str(root) not in (archived / "run.json").read_text()
+    assert (docs / "runs" / "sample" / "questions.jsonl").is_file()
+
+    import shutil
+    shutil.rmtree(root)  # the run directories are gone, as on a clean checkout
+    capsys.readouterr()
+    assert results.main(["tiny", "--check", "--root", str(root), "--docs", str(docs)]) == 0
+    assert "re-score to the same figures (3 rows)" in capsys.readouterr().out
+
+
 def test_check_fails_when_a_stored_run_changed(tmp_path, tiny_table, capsys):
     root, docs = tmp_path / "runs", tmp_path / "docs"
     run = _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
-    results.write_table(results.score_table(tiny_table, root), docs)
+    results.write_table(results.score_table(tiny_table, root, docs / "runs"), docs)
+    run = docs / "runs" / run.name  # --check reads the archive, so change the archived prediction
     lines = (run / "predictions.jsonl").read_text().splitlines()
     record = json.loads(lines[0])
     record["answer"] = ["12"]
