@@ -10,7 +10,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, emit_json, set_threads
+from engine.cli.options import (ATTENTION, DTYPE, MAX_BATCHED_TOKENS, MODEL, THREADS, AttentionOpt, DtypeOpt, FormatOpt,
+                                MaxBatchedTokensOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, corpus_opt,
+                                emit_json, kv_cache_opt, parse_threads, set_threads)
 
 __all__ = ["bench_app", "register"]
 
@@ -23,10 +25,16 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 
+# The shared options with this benchmark's own default or use.
+SessionsKvCacheOpt = kv_cache_opt("4 GiB here, not 2: the 32 default sessions keep their whole histories cached (the "
+                                  "reuse this benchmark measures) also in float32, where 2 GiB of the default model "
+                                  "would not hold them.")
+ImagesCorpusOpt = corpus_opt("With --images: render pages of this corpus instead of synthetic pages.")
+
 
 @bench_app.command("engine")
 def bench_engine(
-    model: ModelOpt = "default",
+    model: ModelOpt = MODEL,
     sessions: Annotated[int, typer.Option(help="Concurrent agent sessions (episodes).")] = 32,
     turns: Annotated[int, typer.Option(help="Model calls per session.")] = 6,
     tool_tokens: Annotated[int, typer.Option(help="Tokens of tool output appended before each later turn.")] = 300,
@@ -48,12 +56,11 @@ def bench_engine(
         typer.Option("--ablations/--no-ablations", help="Also run Dossier with one sequence per step and with "
                      "prefix caching off."),
     ] = True,
-    threads: Annotated[int | None, typer.Option(help="torch and numba threads, fixed for Dossier and its peers "
-                                                     "(default: Dossier's engine adapts them to the load).")] = None,
-    kv_cache_gib: Annotated[float, typer.Option(help="KV-cache pool, GiB.")] = 4.0,
-    max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
-    attention: Annotated[str, typer.Option(help="auto, triton, flash_attn (GPU), numba or sdpa (CPU).")] = "auto",
-    dtype: DtypeOpt = "auto",
+    threads: ThreadsOpt = THREADS,
+    kv_cache_gib: SessionsKvCacheOpt = 4.0,
+    max_batched_tokens: MaxBatchedTokensOpt = MAX_BATCHED_TOKENS,
+    attention: AttentionOpt = ATTENTION,
+    dtype: DtypeOpt = DTYPE,
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
     quantization: QuantizationOpt = None,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,
@@ -68,8 +75,10 @@ def bench_engine(
         typer.Option("--images", help="Each turn appends 3-5 page images (labelled File/Page, as the BM25 agent shows "
                      "hits) instead of tool text; needs a vision-language model, e.g. --model qwen2.5-vl-small."),
     ] = False,
-    image_max_pixels: Annotated[int, typer.Option(help="With --images: pixel cap of each page as the model sees it.")] = 200_704,
-    corpus: Annotated[str | None, typer.Option(help="With --images: render pages of this corpus instead of synthetic pages.")] = None,
+    image_max_pixels: Annotated[int, typer.Option(help="With --images: pixel cap of each page as the model sees it "
+                                                       "(by default 256 patches of 28x28, a fifth of `dossier run`'s "
+                                                       "cap, as this benchmark's figures were measured).")] = 200_704,
+    corpus: ImagesCorpusOpt = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Agent-like workload through Dossier's engine, three HF `generate` peers and Dossier's ablations.
@@ -103,6 +112,7 @@ def bench_engine(
     from benchmarks.engine_sessions import Workload, run_benchmark
     from engine.core.config import EngineConfig
 
+    threads = parse_threads(threads)  # None: the engine adapts them to the load (and the peers keep torch's)
     if threads:
         set_threads(threads)
     config = EngineConfig(
@@ -117,7 +127,8 @@ def bench_engine(
         from benchmarks.engine_images import ImageWorkload, run_image_benchmark
 
         config = replace(config, image_max_pixels=image_max_pixels)
-        workload = ImageWorkload(sessions=sessions, turns=turns, new_tokens=new_tokens, seed=seed, corpus=corpus)
+        workload = ImageWorkload(sessions=sessions, turns=turns, new_tokens=new_tokens, seed=seed,
+                                 corpus=None if corpus is None else str(corpus))
         result = run_image_benchmark(model, workload, config, naive_sessions=naive_sessions or None, progress=progress)
     else:
         workload = Workload(sessions=sessions, turns=turns, tool_tokens=tool_tokens, new_tokens=new_tokens, seed=seed)

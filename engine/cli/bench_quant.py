@@ -4,17 +4,23 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import FormatOpt, ModelOpt, OutputFormat, emit_json
+from engine.cli.options import (MODEL, FormatOpt, ModelOpt, OutputFormat, device_opt, emit_json, fixed_threads,
+                                threads_opt)
 
 __all__ = ["register_bench"]
 
+# The shared options with this benchmark's own defaults, and why.
+ThreadsEveryEngineOpt = threads_opt("2 here, not auto, and a number only: every engine gets the same fixed threads, "
+                                    "so their tok/s compare.")
+CpuDeviceOpt = device_opt("cpu here, not auto: the bound it reports is this CPU's copy bandwidth.")
+
 
 def bench_quant(
-    model: ModelOpt = "default",
+    model: ModelOpt = MODEL,
     variants: Annotated[str, typer.Option(help="Comma-separated: dtypes (bfloat16, float16) and quantisations of the "
                                                "float32 model (int4, int8, nf4).")] = "bfloat16,int4,int8",
-    threads: Annotated[int, typer.Option(help="torch threads of every engine.")] = 2,
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    threads: ThreadsEveryEngineOpt = "2",
+    device: CpuDeviceOpt = "cpu",
     new_tokens: Annotated[int, typer.Option(help="Greedy continuation per prompt whose positions are compared.")] = 32,
     prompt_tokens: Annotated[int, typer.Option(help="Prompt length of the prefill timing, tokens.")] = 256,
     speed: Annotated[bool, typer.Option(help="Time prefill and decode (--no-speed: agreement and memory only).")] = True,
@@ -34,11 +40,12 @@ def bench_quant(
         int8       0.519       210.0          210.0      450.9      602.9     14.94     83.35     0.12
         tok/s with 2 threads; copy bandwidth 26.63 GB/s; top-1 over 264 positions of 8 prompts
     """
+    threads_each = fixed_threads(threads, "bench quant", "every engine gets the same")
     from benchmarks.quant_variants import compare_variants
 
     chosen = tuple(v.strip() for v in variants.split(",") if v.strip())
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
-    result = compare_variants(model, chosen, new_tokens=new_tokens, prompt_tokens=prompt_tokens, threads=threads,
+    result = compare_variants(model, chosen, new_tokens=new_tokens, prompt_tokens=prompt_tokens, threads=threads_each,
                               device=device, speed=speed, progress=progress)
     if fmt is OutputFormat.json:
         emit_json(result)

@@ -12,9 +12,14 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import FormatOpt, OutputFormat, emit_json
+from engine.cli.options import FormatOpt, OutputFormat, emit_json, fixed_threads, threads_opt
 
 __all__ = ["register_bench", "bench_bm25_cmd", "bench_maxsim_cmd"]
+
+
+# --threads of the figure with several threads: a fixed number (the figure compares it with one thread).
+FigureThreadsOpt = threads_opt("2 here, not auto, and a number only: the multi-thread figure's threads (the other "
+                               "figure runs one).")
 
 
 def _stderr(msg: str) -> None:
@@ -28,7 +33,7 @@ def bench_bm25_cmd(
     k: Annotated[int, typer.Option("-k", "--k", help="Results per query.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the corpus and the queries.")] = 0,
     repeats: Annotated[int, typer.Option(help="Timed repeats; the best is kept.")] = 5,
-    threads: Annotated[int, typer.Option(help="Threads of the multi-thread figure.")] = 2,
+    threads: FigureThreadsOpt = "2",
     cache_dir: Annotated[Path | None, typer.Option(help="Where synthetic indexes are cached.")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
@@ -41,10 +46,11 @@ def bench_bm25_cmd(
         $ dossier bench bm25 --format json
         {"qps_ratio_vs_bm25s": 8.1, "topk_identical": true, "scaling_ratio_ours": 1.0, ...}
     """
+    figure_threads = fixed_threads(threads, "bench bm25", "the multi-thread figure")
     from benchmarks.workloads.bm25_bench import run_bm25_bench
 
     result = run_bm25_bench(num_docs=docs, small_docs=small_docs, n_queries=queries, k=k, seed=seed,
-                            repeats=repeats, threads=threads, cache_dir=cache_dir, log=_stderr)
+                            repeats=repeats, threads=figure_threads, cache_dir=cache_dir, log=_stderr)
     if fmt is OutputFormat.json:
         emit_json(result)
         return
@@ -62,7 +68,8 @@ def bench_maxsim_cmd(
     vectors: Annotated[int, typer.Option(help="Vectors per page.")] = 768,
     dim: Annotated[int, typer.Option(help="Vector dimension.")] = 128,
     query_vectors: Annotated[int, typer.Option(help="Query vectors.")] = 32,
-    dtype: Annotated[str, typer.Option(help="Page storage: float32, float16, bfloat16 or int8.")] = "float16",
+    dtype: Annotated[str, typer.Option(help="Page storage (the vectors' dtype, not a model's): float32, float16, "
+                                             "bfloat16 or int8.")] = "float16",
     repeats: Annotated[int, typer.Option(help="Timed calls; p50 is reported.")] = 30,
     seed: Annotated[int, typer.Option(help="Seed of the random vectors.")] = 0,
     fmt: FormatOpt = OutputFormat.human,

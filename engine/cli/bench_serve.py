@@ -3,38 +3,50 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from engine.cli.options import DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, emit_json
+from engine.cli.options import (DTYPE, MODEL, DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, corpus_opt,
+                                emit_json, fixed_threads, kv_cache_opt, pip_extra, threads_opt)
 
 __all__ = ["register_bench"]
 
+# The shared options with this benchmark's own defaults, and why (the documented workload pins them).
+ThreadsEachOpt = threads_opt("2 here, not auto, and a number only: every server gets the same fixed threads "
+                             "(llama.cpp takes no 'auto').")
+KvCacheEachOpt = kv_cache_opt("1 GiB here, not 2: the documented workload's, the same for every server (the "
+                              "transformers peer gets as many KV blocks).")
+BenchCorpusOpt = corpus_opt("An indexed one (default: the sample suite, built in a temporary folder).")
+
 
 def bench_serve(
-    model: ModelOpt = "default",
+    model: ModelOpt = MODEL,
     clients: Annotated[int, typer.Option(help="Concurrent client threads (episodes in flight).")] = 8,
     episodes: Annotated[int, typer.Option(help="Episodes per server (questions cycled).")] = 16,
-    max_iterations: Annotated[int, typer.Option(help="Model calls per episode at most (the last answers).")] = 4,
-    k: Annotated[int, typer.Option(help="Pages per search.")] = 3,
-    page_chars: Annotated[int, typer.Option(help="Characters of page text per hit.")] = 500,
-    max_tokens: Annotated[int, typer.Option(help="Tokens per reply.")] = 48,
-    threads: Annotated[int, typer.Option(help="torch (and numba) threads of each server.")] = 2,
-    kv_cache_gib: Annotated[float, typer.Option(help="KV memory of each server, GiB.")] = 1.0,
+    max_iterations: Annotated[int, typer.Option(help="Model calls per episode at most (the last answers); 4 here, not "
+                                                     "`dossier run`'s 10, to keep the documented workload short.")] = 4,
+    k: Annotated[int, typer.Option("-k", "--k", help="Pages per search; 3 here, not `dossier run`'s 5, as the "
+                                                     "documented workload.")] = 3,
+    page_chars: Annotated[int, typer.Option(help="Characters of page text per hit; 500 here, not `dossier run`'s "
+                                                 "1500, as the documented workload.")] = 500,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per reply (the OpenAI request's max_tokens).")] = 48,
+    threads: ThreadsEachOpt = "2",
+    kv_cache_gib: KvCacheEachOpt = 1.0,
     peers: Annotated[str, typer.Option("--peers", "--servers",
                                        help="Comma-separated servers, run in this order: dossier, llamacpp (llama.cpp's "
-                                            "server; pip install 'dossier[bench-peers]'), transformers.")
+                                            "server; " + pip_extra("bench-peers") + "), transformers.")
                      ] = "dossier,llamacpp",
     orders: Annotated[str, typer.Option(help="given: the --peers order; both: that order, then reversed (each "
                                              "printed).")] = "given",
-    dtype: DtypeOpt = "auto",
+    dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
     mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
                                            "OpenAI tools (dossier and llamacpp: transformers serve ignores "
                                            "tool_choice).")] = "text",
-    corpus: Annotated[str | None, typer.Option(help="An indexed corpus (default: the sample suite, built in a temp folder).")] = None,
-    questions: Annotated[str | None, typer.Option(help="Questions of --corpus (canonical JSONL).")] = None,
+    corpus: BenchCorpusOpt = None,
+    questions: Annotated[Path | None, typer.Option(help="Questions of --corpus (canonical JSONL).")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """The same agent clients over HTTP against dossier serve and its peers, one server at a time.
@@ -57,6 +69,7 @@ def bench_serve(
         dossier / llama.cpp server (order 1): episodes/h 1.14x, TTFT p50 0.89x, same turns 10/16
         dossier / llama.cpp server (order 2): episodes/h 1.09x, TTFT p50 0.91x, same turns 6/16
     """
+    threads_each = fixed_threads(threads, "bench serve", "every server gets the same")
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
     from tools.errors import DossierError
 
@@ -70,10 +83,11 @@ def bench_serve(
         raise DossierError(f"--orders takes given or both (got {orders!r})")
     if (corpus is None) != (questions is None):
         raise DossierError("give --corpus and --questions together (or neither, for the sample suite)")
-    workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads, kv_cache_gib, mode,
-                             dtype, quantization)
+    workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads_each, kv_cache_gib,
+                             mode, dtype, quantization)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
-    result = run_serve_benchmark(model, workload, corpus, questions, chosen, progress, orders=orders)
+    result = run_serve_benchmark(model, workload, None if corpus is None else str(corpus),
+                                 None if questions is None else str(questions), chosen, progress, orders=orders)
     if fmt is OutputFormat.json:
         emit_json(result)
         return

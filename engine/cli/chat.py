@@ -12,21 +12,24 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import DtypeOpt, ModelOpt, QuantizationOpt
+from engine.cli.options import (DEVICE, DTYPE, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt, DtypeOpt, KvCacheOpt, ModelOpt,
+                                QuantizationOpt, ThreadsOpt, parse_threads, set_threads)
 
 __all__ = ["register"]
 
 
 def chat(
-    model: ModelOpt = "default",
+    model: ModelOpt = MODEL,
     system: Annotated[str | None, typer.Option(help="System prompt (the template's default when omitted).")] = None,
     max_new_tokens: Annotated[int, typer.Option(help="Most tokens per reply.")] = 256,
     temperature: Annotated[float, typer.Option(help="0 = greedy; otherwise sampling temperature.")] = 0.0,
     top_p: Annotated[float, typer.Option(help="Nucleus sampling mass (with --temperature > 0).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed for sampling.")] = 0,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
-    dtype: DtypeOpt = "auto",
+    device: DeviceOpt = DEVICE,
+    dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
+    threads: ThreadsOpt = THREADS,
+    kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
 ) -> None:
     """Chat with a model; the conversation's KV cache is kept between turns.
 
@@ -34,15 +37,19 @@ def chat(
         $ dossier chat
         you> What is the capital of France?
         assistant> The capital of France is Paris.
-          [prefilled 37 · cached 0 · generated 8 · 1.5 s]
+          \\[prefilled 37 · cached 0 · generated 8 · 1.5 s]
         you> And of Germany?
         assistant> The capital of Germany is Berlin.
-          [prefilled 15 · cached 44 · generated 8 · 0.5 s]
+          \\[prefilled 15 · cached 44 · generated 8 · 0.5 s]
         you> /exit
     """
     from engine import Engine, EngineConfig, SamplingParams
 
-    config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=1.0, seed=seed, quantization=quantization)
+    cpu_threads = parse_threads(threads)  # None: adapt to the load
+    if cpu_threads:
+        set_threads(cpu_threads)
+    config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib, seed=seed, quantization=quantization,
+                          cpu_threads=cpu_threads)
     engine = Engine.from_pretrained(model, config)
     if engine.processor is None:
         from tools.errors import DossierError

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, emit_json
+from engine.cli.options import CorpusOpt, FormatOpt, OcrChoice, OcrOpt, OutputFormat, emit_json
 
 __all__ = ["register"]
 
 corpus_app = typer.Typer(help="Inspect a corpus store: documents, ingest errors, pages.", no_args_is_help=True)
-
-
-class OcrChoice(str, Enum):
-    auto = "auto"
-    rapidocr = "rapidocr"
-    tesseract = "tesseract"
-    surya = "surya"
-    none = "none"
 
 
 def ingest_cmd(
@@ -28,9 +19,7 @@ def ingest_cmd(
     corpus: CorpusOpt,
     password: Annotated[str | None, typer.Option(help="Password for encrypted PDFs (tried on each encrypted file).")] = None,
     workers: Annotated[int, typer.Option(help="Extraction and OCR processes; 0 = one per CPU core.")] = 0,
-    ocr: Annotated[OcrChoice, typer.Option(
-        "--ocr", help="OCR backend for pages without a usable text layer; auto = the best one installed "
-                      "(surya with local checkpoints on a GPU, else tesseract, else rapidocr); none = skip OCR.")] = OcrChoice.auto,
+    ocr: OcrOpt = OcrChoice.auto,
     force_ocr: Annotated[bool, typer.Option(
         "--force-ocr", help="Also re-read the pages of these PDFs that OCR read before (e.g. with another --ocr backend).")] = False,
     ocr_dpi: Annotated[int, typer.Option(help="Resolution pages are rendered at for OCR (small pages get more).")] = 150,

@@ -1,4 +1,18 @@
-"""Options shared by several commands, defined once (STYLE.md: CLI)."""
+"""Options shared by several commands, each defined once here: its flag, type, help and default.
+
+An option that means the same thing wherever it appears (the model, its device, dtype,
+quantisation and CPU threads, the KV-cache size, the corpus, --format, --ocr, ...) is an
+`Annotated` alias below with its default beside it as a constant (`threads: ThreadsOpt =
+THREADS`). A command that truly needs another default (a benchmark pinning 2 threads so its
+peers compare) keeps the one definition through the `*_opt(why)` factory, which appends why to
+the help, and gives the default explicitly. Names that recur with a different object per command
+(--out, --questions, --seed: what is written, read or seeded) keep their help in the command;
+tests/test_cli_options.py holds every recurring name to one type and one default, listing each
+exception with its reason.
+
+Help text is rich markup (typer's rich mode): a square bracket that starts a word, as in a pip
+extra, must be escaped, or the bracketed part is swallowed; `pip_extra` writes one safely.
+"""
 
 import sys
 import time
@@ -8,8 +22,27 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["OutputFormat", "FormatOpt", "CorpusOpt", "DtypeOpt", "KvCacheOpt", "ModelOpt", "QuantizationOpt",
-           "ThreadsOpt", "KV_CACHE_GIB", "StepProgress", "emit_json", "parse_threads", "set_threads", "stderr_console"]
+__all__ = ["OutputFormat", "OcrChoice", "FormatOpt", "CorpusOpt", "DeviceOpt", "DtypeOpt", "KvCacheOpt", "ModelOpt",
+           "OcrOpt", "QuantizationOpt", "ThreadsOpt", "AttentionOpt", "MaxBatchedTokensOpt", "LimitOpt",
+           "corpus_opt", "device_opt", "kv_cache_opt", "threads_opt", "pip_extra", "rich_escape",
+           "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "ATTENTION", "MAX_BATCHED_TOKENS",
+           "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads", "stderr_console"]
+
+
+def rich_escape(text: str) -> str:
+    """`text` as typer's rich help shows it verbatim: brackets that read as markup tags are escaped."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def pip_extra(extra: str) -> str:
+    """"pip install 'dossier[EXTRA]'" for a help string (the brackets escaped for rich markup)."""
+    return rich_escape(f"pip install 'dossier[{extra}]'")
+
+
+def _with_reason(help_text: str, why: str) -> str:
+    return f"{help_text} {why}" if why else help_text
 
 
 class OutputFormat(str, Enum):
@@ -17,15 +50,30 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
+class OcrChoice(str, Enum):
+    auto = "auto"
+    rapidocr = "rapidocr"
+    tesseract = "tesseract"
+    surya = "surya"
+    none = "none"
+
+
 FormatOpt = Annotated[
     OutputFormat,
     typer.Option("--format", help="human: tables and progress bars; json: machine-readable output, no progress bars."),
 ]
-CorpusOpt = Annotated[
-    Path,
-    typer.Option("--corpus", help="Corpus store directory (created by `dossier ingest`)."),
-]
 
+_CORPUS_HELP = "Corpus store directory (created by `dossier ingest`)."
+
+
+def corpus_opt(note: str = ""):
+    """--corpus, with `note` saying what this command does with it (or without it)."""
+    return Annotated[Path, typer.Option("--corpus", help=_with_reason(_CORPUS_HELP, note))]
+
+
+CorpusOpt = corpus_opt()
+
+MODEL = "default"
 ModelOpt = Annotated[
     str,
     typer.Option(
@@ -35,30 +83,75 @@ ModelOpt = Annotated[
         "shape (llama-1b, llama-3b, qwen2.5-vl-7b, ...).",
     ),
 ]
+
+DEVICE = "auto"
+_DEVICE_HELP = "Where the model runs: cpu, cuda or auto (cuda when a GPU is present)."
+
+
+def device_opt(why: str = ""):
+    """--device of the model; `why` explains a command's own default."""
+    return Annotated[str, typer.Option("--device", help=_with_reason(_DEVICE_HELP, why))]
+
+
+DeviceOpt = device_opt()
+
+DTYPE = "auto"
 DtypeOpt = Annotated[
     str,
     typer.Option("--dtype", help="Weights, activations and KV cache: auto (bfloat16 on a GPU and on a CPU with "
                                  "avx512_bf16/amx_bf16, float32 on other CPUs; `dossier version` says which here), "
                                  "float32, bfloat16 or float16."),
 ]
-ThreadsOpt = Annotated[
-    str,
-    typer.Option("--threads", help="CPU threads of the model's forward: auto (one per core that other processes leave "
-                                   "free, re-read every 2 s) or a number (fixed)."),
-]
-KV_CACHE_GIB = 2.0  # the --kv-cache-gib default of the commands that load one engine (run, serve)
-KvCacheOpt = Annotated[
-    float,
-    typer.Option("--kv-cache-gib", help="KV-cache memory pool, GiB (it bounds the longest conversation held)."),
-]
+
+THREADS = "auto"
+_THREADS_HELP = ("CPU threads (torch's and numba's): auto (one per core that other processes leave free, re-read "
+                 "every 2 s) or a number (fixed).")
+
+
+def threads_opt(why: str = ""):
+    """--threads auto|N; `why` explains a command's own default (read it with `parse_threads`/`fixed_threads`)."""
+    return Annotated[str, typer.Option("--threads", help=_with_reason(_THREADS_HELP, why))]
+
+
+ThreadsOpt = threads_opt()
+
+KV_CACHE_GIB = 2.0  # run, serve and chat: one engine, its pool bounds the longest conversation held
+_KV_CACHE_HELP = "KV-cache memory pool, GiB (it bounds the longest conversation held)."
+
+
+def kv_cache_opt(why: str = ""):
+    """--kv-cache-gib; `why` explains a command's own default."""
+    return Annotated[float, typer.Option("--kv-cache-gib", help=_with_reason(_KV_CACHE_HELP, why))]
+
+
+KvCacheOpt = kv_cache_opt()
+
 QuantizationOpt = Annotated[
     str | None,
     typer.Option("--quantization", help="Weight-only quantisation of the language model's linear layers: int4 (CPU: "
                                         "torch's native kernel, groups of 32, for decode steps; prefill keeps a dense "
                                         "copy; a Q4 GGUF's own codes are recovered), int8 (CPU: FBGEMM dynamic int8, "
-                                        "fast but less accurate; GPU: bitsandbytes) or nf4 (bitsandbytes; pip install "
-                                        "'dossier[quant]'). "
+                                        "fast but less accurate; GPU: bitsandbytes) or nf4 (bitsandbytes; "
+                                        + pip_extra("quant") + "). "
                                         "Vision towers, embeddings and the output head keep the model dtype."),
+]
+
+ATTENTION = "auto"
+AttentionOpt = Annotated[
+    str,
+    typer.Option("--attention", help="Attention backend: auto, triton or flash_attn (GPU), numba or sdpa (CPU)."),
+]
+
+MAX_BATCHED_TOKENS = 2048
+MaxBatchedTokensOpt = Annotated[int, typer.Option("--max-batched-tokens", help="Token budget of one forward step.")]
+
+LimitOpt = Annotated[int | None, typer.Option("--limit", help="Only the first N questions.")]
+
+OcrOpt = Annotated[
+    OcrChoice,
+    typer.Option("--ocr", help="OCR backend for pages (or regions) without a usable text layer; auto = the best one "
+                               "installed (surya with local checkpoints on a GPU, else tesseract, else rapidocr); "
+                               "none = no OCR."),
 ]
 
 
@@ -119,6 +212,16 @@ def parse_threads(value: str) -> int | None:
     if not value.isdigit() or int(value) < 1:
         raise DossierError(f"--threads must be 'auto' or a positive number (got {value!r})")
     return int(value)
+
+
+def fixed_threads(value: str, command: str, why: str) -> int:
+    """`--threads N` of a command that needs a fixed number (`why`: what it is for); 'auto' is refused."""
+    from tools.errors import DossierError
+
+    threads = parse_threads(value)
+    if threads is None:
+        raise DossierError(f"{command} --threads needs a number, not 'auto' ({why}); e.g. --threads 2")
+    return threads
 
 
 def set_threads(threads: int) -> None:

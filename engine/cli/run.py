@@ -9,8 +9,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (KV_CACHE_GIB, CorpusOpt, DtypeOpt, FormatOpt, KvCacheOpt, OutputFormat,
-                                QuantizationOpt, ThreadsOpt, emit_json, parse_threads)
+from engine.cli.options import (DEVICE, DTYPE, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt, DeviceOpt, DtypeOpt, FormatOpt,
+                                KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, emit_json,
+                                parse_threads, pip_extra, rich_escape)
 
 __all__ = ["register"]
 
@@ -26,22 +27,21 @@ def _run_options(
     out: Annotated[Path, typer.Option(help="Run directory: run.json, predictions.jsonl, trajectories.jsonl.")],
     corpus: CorpusOpt = None,
     agent: Annotated[str, typer.Option(help="The agent (engine/agents/registry.py): " + ", ".join(_agent_names()) + ".")] = "bm25",
-    model: Annotated[str, typer.Option(help="'default' (embedded SmolLM2-135M), qwen2.5-0.5b or qwen2.5-1.5b (the "
-                                            "cpu-models extra), a local HF directory or a .gguf file.")] = "default",
+    model: ModelOpt = MODEL,
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
-    limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
+    limit: LimitOpt = None,
     adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (`dossier train queries`), merged "
                                                      "into the weights at load.")] = None,
     stop_rule: Annotated[Path | None, typer.Option(help="A learned stop rule (`dossier train stop`): forces the "
                                                        "answer when it predicts more searching won't help.")] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
-    dtype: DtypeOpt = "auto",
+    device: DeviceOpt = DEVICE,
+    dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
-    threads: ThreadsOpt = "auto",
+    threads: ThreadsOpt = THREADS,
     ray: Annotated[str | None, typer.Option(help="Run on a Ray cluster: 'local' starts one on this machine, 'auto' joins "
                                                  "the one `ray start --head` made here, or HOST:PORT of its head. "
-                                                 "Needs: pip install 'dossier[ray]'.")] = None,
+                                                 "Needs: " + pip_extra("ray") + ".")] = None,
     workers: Annotated[int, typer.Option(help="--ray: Ray workers, one engine each (1 CPU each); questions are "
                                               "sharded across them, every episode stays on its worker, and "
                                               "--concurrency is per worker.")] = 1,
@@ -74,7 +74,7 @@ def _setting_options() -> list[tuple[str, str | None, inspect.Parameter]]:
             if default is None and hint is not type(None) and not _optional(hint):
                 hint = hint | None
             panel = "Every agent" if owner is None else f"--agent {owner}"
-            option = typer.Option(*flags, help=f.metadata["help"], rich_help_panel=panel)
+            option = typer.Option(*flags, help=rich_escape(f.metadata["help"]), rich_help_panel=panel)
             params.append((name, owner, inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                                           annotation=Annotated[hint, option])))
     return params

@@ -21,7 +21,7 @@ LateDeviceOpt = Annotated[str, typer.Option("--late-device", help="Where the lat
                                                                   "cuda, where the page embeddings are scored (fused "
                                                                   "Triton MaxSim, when they fit): auto (the GPU when "
                                                                   "there is one), cpu or cuda.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="Where BM25 is scored: cpu (numba, fastest one query at a "
+Bm25DeviceOpt = Annotated[str, typer.Option("--device", help="Where BM25 is scored: cpu (numba, fastest one query at a "
                                                          "time), cuda (Triton kernels over a GPU copy of the index, "
                                                          "when it fits; else the CPU), or auto.")]
 RetrieverOpt = Annotated[str, typer.Option("--retriever", help="default (our analyzer, BM25 k1=1.5) or "
@@ -123,7 +123,7 @@ def search_cmd(
     rerank: RerankOpt = "none",
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
-    device: DeviceOpt = "cpu",
+    device: Bm25DeviceOpt = "cpu",
     retriever: RetrieverOpt = "default",
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
@@ -162,7 +162,7 @@ def retrieval_eval_cmd(
     rerank: RerankOpt = "none",
     late_model: LateModelOpt = "minilm",
     late_device: LateDeviceOpt = "auto",
-    device: DeviceOpt = "cpu",
+    device: Bm25DeviceOpt = "cpu",
     retriever: RetrieverOpt = "default",
     queries_from: Annotated[Path | None, typer.Option(help="Use each episode's first search query from this run "
                                                            "directory (in the run's search mode) instead of the "

@@ -6,13 +6,15 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import KV_CACHE_GIB, DtypeOpt, KvCacheOpt, ModelOpt, QuantizationOpt, ThreadsOpt
+from engine.cli.options import (ATTENTION, DEVICE, DTYPE, KV_CACHE_GIB, MAX_BATCHED_TOKENS, MODEL, THREADS,
+                                AttentionOpt, DeviceOpt, DtypeOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
+                                QuantizationOpt, ThreadsOpt, pip_extra)
 
 __all__ = ["register"]
 
 
 def serve(
-    model: ModelOpt = "default",
+    model: ModelOpt = MODEL,
     host: Annotated[str, typer.Option(help="Interface to listen on; anything but loopback needs --api-key.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port (0: any free port).")] = 8000,
     api_key: Annotated[
@@ -26,12 +28,12 @@ def serve(
                      "own name)."),
     ] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
-    max_batched_tokens: Annotated[int, typer.Option(help="Token budget of one forward step.")] = 2048,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
-    dtype: DtypeOpt = "auto",
-    attention: Annotated[str, typer.Option(help="auto, sdpa, numba or flash_attn.")] = "auto",
+    max_batched_tokens: MaxBatchedTokensOpt = MAX_BATCHED_TOKENS,
+    device: DeviceOpt = DEVICE,
+    dtype: DtypeOpt = DTYPE,
+    attention: AttentionOpt = ATTENTION,
     quantization: QuantizationOpt = None,
-    threads: ThreadsOpt = "auto",
+    threads: ThreadsOpt = THREADS,
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     allowed_origin: Annotated[
         list[str] | None,
@@ -43,7 +45,7 @@ def serve(
     seed: Annotated[int, typer.Option(help="Seed for requests that sample without their own seed.")] = 0,
     ray: Annotated[str | None, typer.Option(help="Serve from engines on a Ray cluster: 'local' starts one here, 'auto' "
                                                  "joins the one `ray start --head` made, or HOST:PORT of its head. "
-                                                 "Needs: pip install 'dossier[ray]'.")] = None,
+                                                 "Needs: " + pip_extra("ray") + ".")] = None,
     workers: Annotated[int, typer.Option(help="--ray: engines (Ray workers, 1 CPU each); each request goes to the "
                                               "one caching the longest prefix of its conversation.")] = 1,
     gpus_per_worker: Annotated[float, typer.Option(help="--ray: GPUs each worker reserves (0: CPU).")] = 0.0,

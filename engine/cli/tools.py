@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, emit_json
+from engine.cli.options import CorpusOpt, FormatOpt, OcrChoice, OcrOpt, OutputFormat, emit_json
 
 __all__ = ["register"]
 
@@ -48,8 +48,8 @@ def call_cmd(
     name: Annotated[str, typer.Argument(help="Tool name (see `dossier tools list`).")],
     arguments: Annotated[str, typer.Argument(help='Arguments as JSON, e.g. \'{"document": "memo", "page": 1}\'.')],
     save_images: Annotated[Path | None, typer.Option(help="Folder to save image content (visual_detail crops).")] = None,
-    ocr: Annotated[str, typer.Option(help="OCR backend for regions without a usable text layer.")] = "auto",
-    fmt: FormatOpt = OutputFormat.json,
+    ocr: OcrOpt = OcrChoice.auto,
+    fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Call one page perception tool and print its grounded observation.
 
@@ -68,7 +68,7 @@ def call_cmd(
         args = json.loads(arguments)
     except json.JSONDecodeError as err:
         raise DossierError(f"arguments are not valid JSON ({err.msg} at column {err.colno}): {arguments}") from None
-    observation = PerceptionToolkit(corpus, ocr=None if ocr == "none" else ocr).call(name, args)
+    observation = PerceptionToolkit(corpus, ocr=None if ocr is OcrChoice.none else ocr.value).call(name, args)
     out = observation.to_json(images="placeholder")
     if save_images is not None and observation.images:
         save_images.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, StepProgress, emit_json
+from engine.cli.options import (DEVICE, MODEL, CorpusOpt, DeviceOpt, FormatOpt, LimitOpt, ModelOpt, OutputFormat,
+                                StepProgress, emit_json)
 
 __all__ = ["register", "train_app", "trajectories_app"]
 
@@ -81,7 +82,7 @@ def mine_cmd(
     pool: Annotated[int, typer.Option(help="Question words tried (those on a gold page, rarest first).")] = 8,
     page_terms: Annotated[int, typer.Option(help="Distinctive gold-page words tried beside question words.")] = 3,
     max_queries: Annotated[int, typer.Option(help="Successful queries kept per question.")] = 5,
-    limit: Annotated[int | None, typer.Option(help="Only the first N questions.")] = None,
+    limit: LimitOpt = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Mine silver trajectories: short keyword queries that put a gold page in BM25's top k.
@@ -158,7 +159,7 @@ def mine_cmd(
 def queries_cmd(
     trajectories: RunsOpt,
     out: Annotated[Path, typer.Option(help="Adapter directory (peft files, README.md card, card.json).")],
-    model: Annotated[str, typer.Option(help="Base model: 'default' (SmolLM2-135M), a local HF directory or .gguf.")] = "default",
+    model: ModelOpt = MODEL,
     corpus: CorpusOpt = None,
     questions: QuestionsOpt = None,
     first_query_only: Annotated[bool, typer.Option(help="Only an episode's first search turn.")] = False,
@@ -181,9 +182,10 @@ def queries_cmd(
     max_steps: Annotated[int, typer.Option(help="Optimiser steps (-1: decided by --epochs).")] = -1,
     batch_size: Annotated[int, typer.Option(help="Pairs per forward pass.")] = 4,
     grad_accum: Annotated[int, typer.Option(help="Forward passes per optimiser step.")] = 2,
-    max_tokens: Annotated[int, typer.Option(help="Longest pair in tokens; longer ones are left out.")] = 2048,
+    max_tokens: Annotated[int, typer.Option(help="Longest training pair in tokens (not a reply's length); longer "
+                                                 "pairs are left out.")] = 2048,
     bf16: Annotated[bool, typer.Option(help="bf16 autocast (GPU, or CPU with avx512_bf16).")] = False,
-    device: Annotated[str, typer.Option(help="cpu, cuda or auto.")] = "auto",
+    device: DeviceOpt = DEVICE,
     measure: Annotated[bool, typer.Option(help="Measure first-query hit rates before/after (needs --corpus).")] = True,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
