@@ -9,7 +9,9 @@ one action:
     ToolJob   run this callable in the tool thread pool (several tools at once: do them inside it)
     Spawn     run these child episodes (each its own conversation, all in flight together),
               then hand them back finished through `on_children`; with `fork`, each child's
-              conversation starts as a copy of the parent's (Q-Guide's budget branches)
+              conversation starts as a copy of the parent's (Q-Guide's budget branches); with
+              `on_child_done`, the parent hears of each child as it ends and may add children
+              to the same spawn (the workflow structures a document while others are read)
     Done      the episode is over; the runner writes its trajectory and prediction
 
 Events: `first_turn()` once; `on_output(raw, turn, tokens, model_s)` after each model call;
@@ -48,10 +50,16 @@ class ToolJob:
 
 @dataclass(slots=True)
 class Spawn:
-    """Child episodes to run to completion (concurrently) before `on_children` is called with them."""
+    """Child episodes to run to completion (concurrently) before `on_children` is called with them.
+
+    `on_child_done(child)` is called as each child ends, while the others still run; the episodes it
+    returns join this spawn at once (same `fork` rule), and `on_children` receives every child, the
+    spawned ones first, then the added ones in the order they were added, once the last has ended.
+    """
 
     children: list[AgentEpisode]
     fork: bool = False  # True: each child starts as a copy of the parent's conversation so far (KV shared)
+    on_child_done: Callable[[AgentEpisode], list[AgentEpisode]] | None = None  # None: wait for all children
 
 
 @dataclass(slots=True)

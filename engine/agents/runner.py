@@ -12,9 +12,11 @@ runner through actions (`engine/agents/actions.py`). Loop, one model step at a t
      another turn, spawns child episodes, or finishes.
 
 Child episodes (a `Spawn`: Q-Guide's document chunks, the workflow's per-document
-extractions) each get their own session and run in the same steps as everything else; when
-the last one finishes, the parent continues with `on_children`. Only top-level episodes are
-written and count against `concurrency`.
+extractions) each get their own session and run in the same steps as everything else; a spawn's
+`on_child_done` hears of each child as it ends and may add children to it (the workflow's
+structuring turn for a document, while other documents are still read); when the last one
+finishes, the parent continues with `on_children`. Only top-level episodes are written and
+count against `concurrency`.
 
 Each finished episode is appended to trajectories.jsonl and then predictions.jsonl
 (the commit marker), with an fsync (engine/agents/run_dir.py). A killed run restarted with the same --out skips
@@ -75,7 +77,8 @@ class _Live:
     turn: Turn | None = None
     appended: list[int] | None = None  # token count of each message appended before the current turn
     parent: _Live | None = None  # set for a child episode
-    children: list | None = None  # a parent's children, while they run
+    spawn: Spawn | None = None  # a parent's spawn, while its children run
+    children: list | None = None  # a parent's children (spawned and added), while they run
     children_left: int = 0
 
 
@@ -171,23 +174,20 @@ class RolloutRunner:
         if isinstance(action, Spawn):
             if not action.children:
                 return self._advance(state, state.episode.on_children([]))
-            state.children, state.children_left = list(action.children), len(action.children)
-            ended = 0
-            for child in action.children:
-                handle = (self.backend.fork(state.handle, child.question.id) if action.fork
-                          else self.backend.open(child.question.id))
-                child_state = _Live(child, handle, parent=state)
-                ended += self._advance(child_state, child.first_turn())
-            return ended
+            state.spawn, state.children, state.children_left = action, [], 0
+            return self._start_children(state, list(action.children))
         assert isinstance(action, Done), f"an episode returned {action!r}, not an action"
         self.backend.close(state.handle)
         if state.parent is not None:  # a child: the parent continues once all its children are done
-            parent = state.parent
+            parent, ended = state.parent, 0
+            if parent.spawn.on_child_done is not None:
+                # started while this child still counts, so none of them can end the spawn early
+                ended += self._start_children(parent, list(parent.spawn.on_child_done(state.episode)))
             parent.children_left -= 1
             if parent.children_left:
-                return 0
-            children, parent.children = parent.children, None
-            return self._advance(parent, parent.episode.on_children(children))
+                return ended
+            children, parent.children, parent.spawn = parent.children, None, None
+            return ended + self._advance(parent, parent.episode.on_children(children))
         episode = state.episode
         if self.record is not None:
             self.record(episode.trajectory(), episode.prediction(), action.reason)
@@ -199,6 +199,21 @@ class RolloutRunner:
         if self.progress:
             self.progress(summary, self._total)
         return 1
+
+    def _start_children(self, parent: _Live, children: list) -> int:
+        """Open a session for each child of the parent's spawn and submit its first turn.
+
+        All are counted before the first starts: a child that ends at once (its first turn does not
+        fit) cannot bring the count to zero while its siblings are still to start.
+        """
+        parent.children += children
+        parent.children_left += len(children)
+        ended = 0
+        for child in children:
+            handle = (self.backend.fork(parent.handle, child.question.id) if parent.spawn.fork
+                      else self.backend.open(child.question.id))
+            ended += self._advance(_Live(child, handle, parent=parent), child.first_turn())
+        return ended
 
     def _seed(self, episode) -> int:
         """Per-turn seed from the run seed, the question and the step: independent of scheduling."""
