@@ -260,3 +260,30 @@ def test_eval_counts_the_documents_searches_but_not_their_answers(tmp_path, corp
     assert [s.document is not None for s in answers] == [True] * 4 + [False]  # one per document, then the final one
     assert answer_at_budget(episode, 4) == (True, "131.475")  # the final-answer step's, after all 4 searches
     assert answer_at_budget(episode, 3) == (False, None)  # no document's answer is taken for the question's
+
+
+def test_a_document_is_structured_while_another_is_still_read(tmp_path, corpus):
+    """Birch's reader takes three more searches than the others: Alder's structuring turn is submitted before
+    Birch's extraction ends, the later documents are structured in the plan's order once Birch is, and the
+    prompts and records are those of a run where every document reads at the same pace."""
+    def slow_birch(qid, turn, messages):
+        if qid.endswith("birch-ar-2023") and turn <= 4:
+            return json.dumps({"tool": "search", "query": "revenue"})
+        return reader(qid, turn, messages)
+
+    _, preds, trajs, backend = run(tmp_path / "slow", corpus, workflow_policy(child=slow_birch), extract_iterations=6)
+    order = [qid for qid, _ in backend.submitted]
+    birch_last = max(i for i, qid in enumerate(order) if qid == "w1/birch-ar-2023")
+    assert order.index("w1/structure/alder-ar-2023") < birch_last  # structuring overlaps extraction
+    structured = [qid.rsplit("/", 1)[1] for qid in order if "/structure/" in qid]
+    assert structured == sorted(doc(c, 2023) for c in REVENUE_2023)  # plan order, not the order they finished
+    assert min(order.index(f"w1/structure/{d}") for d in structured[1:]) > birch_last
+    code_turn = [i for i, qid in enumerate(order) if qid == "w1"][1]  # the parent's turn after its plan
+    assert code_turn > order.index("w1/structure/dune-ar-2023") and preds["w1"].answer == "131.475"
+
+    _, even, even_trajs, even_backend = run(tmp_path / "even", corpus, workflow_policy(), extract_iterations=6)
+    prompts = lambda b: {qid: turn.messages for qid, turn in b.submitted if "/structure/" in qid}  # noqa: E731
+    assert prompts(backend) == prompts(even_backend)  # the same records so far and dialogs in every prompt
+    assert trajs["w1"]["workflow"]["records"] == even_trajs["w1"]["workflow"]["records"]
+    assert [s["input_delta"] for s in trajs["w1"]["steps"] if s["stage"] in ("code", "answer")] == [
+        s["input_delta"] for s in even_trajs["w1"]["steps"] if s["stage"] in ("code", "answer")]

@@ -13,9 +13,13 @@ One episode per analytical question, driven by the rollout runner:
              share one prefix (system prompt + question), computed once and reused.
   structure  one `StructureEpisode` per document, in the plan's document order (structure.py):
              its dialogs -> a typed JSON record that extends the records so far; Dossier checks
-             the types and converts units, scales and currencies (the conversion table).
-  code       one model turn in the plan's conversation: a Python program over the records, run in
-             tools/sandbox.
+             the types and converts units, scales and currencies (the conversion table). It joins
+             the same spawn (`on_child_done`) as soon as the document's extractions and the
+             previous document's structuring have ended, so structuring overlaps the other
+             documents' extraction. Plan order, not finishing order, keeps each prompt's "records
+             so far" independent of scheduling (batch sizes, concurrency).
+  code       one model turn in the plan's conversation, once every document is structured: a
+             Python program over the records, run in tools/sandbox.
   answer     one model turn: the task, the records, the code and what it printed -> the answer.
 
 A stage that fails (a plan that breaks a rule, no document selected, a program that raises or
@@ -63,7 +67,7 @@ class WorkflowEpisode:
     question: Question
     settings: object  # AgentSettings (the workflow's own: extract_iterations, conversion_table)
     env: object  # AgentEnv
-    stage: str = "plan"  # plan -> extract -> structure -> code -> answer -> done
+    stage: str = "plan"  # plan -> extract (extraction and structuring in flight) -> code -> answer -> done
     steps: list = field(default_factory=list)  # the parent's model calls (plan, code, answer)
     plan: Plan | None = None
     children: list = field(default_factory=list)  # DocumentEpisodes, in (template, document) order
@@ -78,7 +82,9 @@ class WorkflowEpisode:
     wall_s: float = 0.0
     _input_delta: str = ""
     _pending_code: str | None = None
-    _queue: list = field(default_factory=list)  # documents still to structure
+    _unread: dict = field(default_factory=dict)  # document -> its extractions still running
+    _next: int = 0  # index in plan.documents of the next document to structure (or skip)
+    _structuring: bool = False  # a StructureEpisode is in flight (one at a time: each sees the records before it)
 
     def __post_init__(self):
         from tools.corpus.metadata import metadata_schema
@@ -130,8 +136,11 @@ class WorkflowEpisode:
         step["tool_call"] = {"name": "plan", "arguments": self.plan.to_json()}
         step["tool_result"] = {"documents": self.plan.documents}
         self.stage = "extract"
-        return Spawn([self._child(index, doc) for index, template in enumerate(self.plan.templates)
-                      for doc in template.documents])
+        self.children = [self._child(index, doc) for index, template in enumerate(self.plan.templates)
+                         for doc in template.documents]
+        for child in self.children:
+            self._unread[child.task.document] = self._unread.get(child.task.document, 0) + 1
+        return Spawn(list(self.children), on_child_done=self._on_child_done)
 
     def _child(self, index: int, document: str) -> DocumentEpisode:
         fields, template = self.metadata[document], self.plan.templates[index]
@@ -148,20 +157,34 @@ class WorkflowEpisode:
         except DossierError:
             return 1  # a document named by the metadata but missing from the corpus: search finds nothing
 
-    # --- extract -> structure (document by document) -> code -------------------------------------------
-    def on_children(self, children: list) -> Turn | Done | Spawn:
-        if self.stage == "extract":
-            self.children = list(children)
-            answered = {c.task.document for c in self.children if c.answer is not None}
-            self._queue = [d for d in self.plan.documents if d in answered]
-            self.stage = "structure"
+    # --- extract -> structure (document by document, as they finish) -> code --------------------------
+    def _on_child_done(self, child) -> list[StructureEpisode]:
+        """One extraction or structuring ended: the next document's structuring, if it can start now."""
+        if isinstance(child, StructureEpisode):
+            self.structured.append(child)
+            if child.row is not None:
+                self.records.append(child.row)  # the table grows as each document is structured
+            self._structuring = False
         else:
-            episode = children[0]
-            self.structured.append(episode)
-            if episode.row is not None:
-                self.records.append(episode.row)  # the table grows as each document is structured
-        if self._queue:
-            return Spawn([self._structure(self._queue.pop(0))])
+            self._unread[child.task.document] -= 1
+        return self._next_structuring()
+
+    def _next_structuring(self) -> list[StructureEpisode]:
+        """The next document in plan order whose extractions have all ended, unless one is being structured.
+
+        A document none of whose sub-questions was answered is skipped (listed by `_failed_documents`).
+        """
+        documents = self.plan.documents
+        while not self._structuring and self._next < len(documents) and not self._unread[documents[self._next]]:
+            document = documents[self._next]
+            self._next += 1
+            if any(c.answer is not None for c in self.children if c.task.document == document):
+                self._structuring = True
+                return [self._structure(document)]
+        return []
+
+    def on_children(self, children: list) -> Turn | Done:
+        assert self._next == len(self.plan.documents) and not self._structuring, "a document was not structured"
         return self._start_code()
 
     def _structure(self, document: str) -> StructureEpisode:
