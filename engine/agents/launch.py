@@ -102,6 +102,8 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
         items = items[:limit]
     if not items:
         raise DossierError(f"{questions} has no usable questions")
+    for line in _agent_run_start(agent_spec(agent), settings, items):  # e.g. Q-Guide's --gate auto table
+        echo(line)
     if agent_spec(agent).needs_corpus and corpus is None:
         raise DossierError(f"agent {agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
     env = None
@@ -126,6 +128,17 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
                                   "cpu_threads": stats.get("cpu_threads")}
     report |= agent_spec(agent).report(out, engine)  # e.g. the workflow's prefix-cache share
     return write_summary(out, report)
+
+
+def _agent_run_start(spec, settings, items) -> list[str]:
+    """The agent's own run-start check and lines (`run_start(settings, questions)` on its settings class).
+
+    Called once the questions are known and before the corpus or the model loads, so a question the
+    agent refuses stops the run in seconds.
+    """
+    cls = spec.settings_class()
+    run_start = getattr(cls, "run_start", None) if cls is not None else None
+    return list(run_start(settings, items)) if run_start is not None else []
 
 
 def progress_callback(live: LiveProgress | None, total: int):

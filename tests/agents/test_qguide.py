@@ -388,14 +388,18 @@ def test_gate_auto_takes_tau_from_a_calibration_run_on_other_documents(tmp_path,
         resolve_gate(calibration, 0.9, [q("t2")])  # the memo again: refused
     with pytest.raises(DossierError, match="not a run directory"):
         resolve_gate(tmp_path / "nowhere", 0.9, test)
-    from engine.agents.qguide.calibrate import check_question
+    from engine.agents.qguide.calibrate import check_questions
+    from engine.agents.qguide.settings import QGuideSettings
 
     with pytest.raises(DossierError, match="question t2 is about memo"):
-        check_question(resolved, q("t2"))
-    check_question(resolved, test[0])  # the long document: not calibrated on
+        check_questions(resolved, [test[0], q("t2")])
+    check_questions(resolved, test)  # the long document: not calibrated on
     settings = AgentSettings(agent="qguide", gate="auto", rho_min=0.9, calibration=str(calibration))
     assert settings.gate_table["tau"] == "med" and settings.gate_table["documents"] == ["memo"]
-    assert "τ = min{ℓ : ρ(ℓ) ≥ 0.9} = med" in capsys.readouterr().err  # printed before the run starts
+    assert capsys.readouterr().err == ""  # the settings check prints nothing: the run start shows the table
+    assert QGuideSettings.run_start(settings, test) == printed.splitlines()
+    with pytest.raises(DossierError, match="question t2 is about memo"):
+        QGuideSettings.run_start(settings, [q("t2")])
     assert settings.to_json()["gate_table"]["table"][1]["rho"] == 1.0  # recorded in run.json
 
     def answering(qid, turn, messages):

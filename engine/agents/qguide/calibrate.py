@@ -25,7 +25,7 @@ from engine.datasets.formats import load_questions
 from tools.errors import DossierError
 
 __all__ = ["reliability_table", "choose_tau", "resolve_calibration", "resolve_gate", "format_table",
-           "question_documents", "check_question"]
+           "question_documents", "overlapping", "check_questions"]
 
 
 def _committed(answer) -> bool:
@@ -124,23 +124,40 @@ def resolve_calibration(calibration: str | Path | None, rho_min: float | None) -
             "documents": sorted(documents)}
 
 
-def check_question(resolved: dict, question) -> None:
-    """Refuse a question about a document the calibration run answered questions about (split by document)."""
-    shared = sorted(question_documents([question]) & set(resolved.get("documents", ())))
-    if shared:
-        raise DossierError(f"question {question.id} is about {', '.join(shared)}, which the calibration run "
-                           f"{resolved['calibration']} answered questions about; split the questions by document so "
-                           "ρ is not measured on the documents it gates")
+def overlapping(resolved: dict, questions) -> list[tuple[str, list[str]]]:
+    """(question id, the calibration run's documents it is about) of each question that shares one."""
+    calibrated = set(resolved.get("documents", ()))
+    shared = ((q.id, sorted(question_documents([q]) & calibrated)) for q in questions)
+    return [(qid, documents) for qid, documents in shared if documents]
+
+
+def check_questions(resolved: dict, questions) -> None:
+    """Refuse questions about a document the calibration run answered questions about (split by document).
+
+    Run at the start of a run, before the model loads (`QGuideSettings.run_start`), so a bad split
+    costs seconds, not a model load.
+
+    Raises:
+        DossierError: naming the first such question, its documents and how many more there are.
+    """
+    shared = overlapping(resolved, questions)
+    if not shared:
+        return
+    (qid, documents), rest = shared[0], [i for i, _ in shared[1:]]
+    others = ""
+    if rest:
+        listed = ", ".join(rest[:5]) + (" …" if len(rest) > 5 else "")
+        others = f" (and {len(rest)} more of this run's questions: {listed})"
+    raise DossierError(f"question {qid} is about {', '.join(documents)}, which the calibration run "
+                       f"{resolved['calibration']} answered questions about{others}; split the questions by "
+                       "document so ρ is not measured on the documents it gates: leave these questions out of "
+                       "--questions, or calibrate on a run over other documents")
 
 
 def resolve_gate(calibration: str | Path, rho_min: float, questions) -> dict:
-    """`resolve_calibration`, refusing a calibration run that shares documents with `questions` (naming them)."""
+    """`resolve_calibration`, refusing `questions` about a document the calibration run saw (`check_questions`)."""
     resolved = resolve_calibration(calibration, rho_min)
-    shared = sorted(set(resolved["documents"]) & question_documents(questions))
-    if shared:
-        raise DossierError(f"--calibration {calibration} answered questions about {len(shared)} of this run's "
-                           f"documents ({', '.join(shared[:5])}{' …' if len(shared) > 5 else ''}); split the "
-                           "questions by document so ρ is not measured on the documents it gates")
+    check_questions(resolved, questions)
     return resolved
 
 

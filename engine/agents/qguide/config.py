@@ -157,9 +157,13 @@ def setup_for(question, settings, env) -> Setup:
         page_counts = {info.id: info.page_count for info in env.store.documents()}
     budgets = parse_sweep(settings.max_rounds_sweep) or [settings.max_rounds]
     if settings.gate == "auto" and option(settings, "gate_table"):
-        from engine.agents.qguide.calibrate import check_question
+        from engine.agents.qguide.calibrate import overlapping
 
-        check_question(option(settings, "gate_table"), question)  # ρ was not measured on this document
+        # `QGuideSettings.run_start` refused these before the model loaded; an episode built another way
+        # (the runner called directly) still must not be gated by a ρ measured on its own document
+        assert not overlapping(option(settings, "gate_table"), [question]), (
+            f"question {question.id} is about a document of the calibration run; check the questions with "
+            "calibrate.check_questions before building episodes")
     return Setup(tools, round_schema(offered, citable, page_counts), submit_schema(citable, page_counts), vision,
                  document is None, document, page_count, page_counts, budgets, option(settings, "at_limit"),
                  resolved_gate(settings))

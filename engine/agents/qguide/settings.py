@@ -3,12 +3,13 @@
 Declared here, apart from `config.py`, so `dossier --help` builds their options without importing
 the perception tools; the checks import `config` (and `direct`) only when those agents run.
 `--gate auto` is resolved by the check, before the run starts: the calibration run's
-reliability table and τ are printed (stderr) and kept in `gate_table`, so run.json records them.
+reliability table and τ are kept in `gate_table`, so run.json records them. `run_start` then
+refuses a question about a calibrated document and returns the table's lines, which
+`engine/agents/launch.start_run` shows as it shows its other run-start lines (before the model loads).
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from engine.agents.settings_fields import setting
@@ -51,10 +52,30 @@ class QGuideSettings:
             settings.max_rounds = max(parse_sweep(settings.max_rounds_sweep), default=3)
         check_settings(settings)
         if settings.gate == "auto" and settings.gate_table is None:
-            from engine.agents.qguide.calibrate import format_table, resolve_calibration
+            from engine.agents.qguide.calibrate import resolve_calibration
 
             settings.gate_table = resolve_calibration(settings.calibration, settings.rho_min)
-            print(format_table(settings.gate_table), file=sys.stderr)
+
+    @staticmethod
+    def run_start(settings, questions) -> list[str]:
+        """What `start_run` checks and shows once the questions are known, before the model loads.
+
+        Args:
+            settings: the run's checked `AgentSettings`.
+            questions: the questions this run answers (after --limit).
+
+        Returns:
+            Lines to show: for --gate auto, the reliability table and the chosen τ.
+
+        Raises:
+            DossierError: a question about a document the calibration run answered questions about.
+        """
+        if settings.gate != "auto":
+            return []
+        from engine.agents.qguide.calibrate import check_questions, format_table
+
+        check_questions(settings.gate_table, questions)
+        return format_table(settings.gate_table).splitlines()
 
 
 @dataclass(slots=True)
