@@ -10,7 +10,10 @@ Each field is declared with `setting(default, help)`: the help is `dossier run -
 for its option (engine/cli/run.py builds the options from these classes, one help panel per
 agent). An agent's settings class may define `check(settings)` (a staticmethod): it raises a
 DossierError for values that agent cannot run, and may fill in what it derives (Q-Guide's
---max-rounds from --max-rounds-sweep). It is called only when that agent runs.
+--max-rounds from --max-rounds-sweep). It is called only when that agent runs. It may also
+define `run_start(settings, questions) -> list[str]`: `start_run` calls it once the questions
+are loaded and before the model loads, and prints the lines it returns (Q-Guide's τ table); it
+may raise a DossierError to refuse the questions (a calibration run's documents).
 
 `AgentSettings`, what a run carries and run.json records, holds the RunSettings fields and
 every registered agent's own fields side by side (`settings.loop`, `settings.max_rounds`), so
