@@ -178,7 +178,9 @@ def evaluate(
     })
     report["qguide"] = report["steps"].pop("qguide") if report["steps"] else None
     # MADQA Appendix F.4: Kuiper under tokens and time as well as steps (engine/eval/analyses/effort.py)
-    report["effort_measures"] = effort_measures([(measures_of(item.effort, predicted.get(item.id)), item.correct)
+    # (a trajectory's "child_tokens" add its children's model calls to the token measures)
+    report["effort_measures"] = effort_measures([(measures_of(item.effort, predicted.get(item.id),
+                                                              by_episode[0].get(item.id)), item.correct)
                                                  for item in items])
     evidence_rows = [(q.id, q.evidence, item.correct) for (q, _), item in zip(matched.pairs, items)]
     if report["steps"] is not None:  # MADQA Figures 22 and 23 (engine/eval/analyses/retrieval_curve.py)

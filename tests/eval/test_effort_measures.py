@@ -76,3 +76,33 @@ def test_undefined_measure_says_why_and_counts_items():
     assert out["generated_tokens"]["dropped"] == 2  # 0 tokens: dropped as effort 0 is for steps
     assert "same effort" in out["seconds"]["undefined"]
     assert out["steps"]["kuiper"] == pytest.approx(0.5)
+
+
+def test_child_tokens_of_a_trajectory_count_in_the_token_measures():
+    from engine.eval.trajectories import parse_episode
+
+    # item  own tokens (p + c + g)   child_tokens        total  generated  correct
+    # A     10 + 0 + 5   = 15        0 + 0 + 0           15     5          yes
+    # B     20 + 10 + 10 = 40        90 + 0 + 10 = 100   140    20         no   (sub-calls: the costliest)
+    # C     28 + 10 + 12 = 50        (no field: old run) 50     12         yes
+    # D     35 + 10 + 15 = 60        (no trajectory)     60     15         no
+    gold = [question(q, q.lower()) for q in "ABCD"]
+    preds = [prediction("A", "a", 1, (10, 0, 5)), prediction("B", "wrong", 1, (20, 10, 10)),
+             prediction("C", "c", 1, (28, 10, 12)), prediction("D", "wrong", 1, (35, 10, 15))]
+    episodes = [parse_episode({"id": "A", "steps": [], "child_tokens": {"prefilled": 0, "cached": 0, "generated": 0}},
+                              "t"),
+                parse_episode({"id": "B", "steps": [], "child_tokens": {"prefilled": 90, "cached": 0, "generated": 10}},
+                              "t"),
+                parse_episode({"id": "C", "steps": []}, "t")]
+    with_children = evaluate(gold, preds, episodes, EvalConfig(bootstrap=0)).report["effort_measures"]["measures"]
+    # order A C D B, mean 1/2: D = .5 1 .5 0 -> K = 1
+    assert with_children["total_tokens"]["kuiper"] == pytest.approx(1.0)
+    assert with_children["generated_tokens"]["kuiper"] == pytest.approx(1.0)
+    # without the trajectories (or with a run written before the field): the prediction's tokens alone,
+    # order A B C D: D = .5 0 .5 0 -> K = 1/2
+    alone = evaluate(gold, preds, config=EvalConfig(bootstrap=0)).report["effort_measures"]["measures"]
+    assert alone["total_tokens"]["kuiper"] == pytest.approx(0.5) == alone["generated_tokens"]["kuiper"]
+    assert measures_of(1, preds[1], episodes[1])["total_tokens"] == 140.0
+    unreadable = parse_episode({"id": "B", "steps": [], "child_tokens": {"prefilled": "many", "generated": 4}}, "t")
+    measured = measures_of(1, preds[1], unreadable)  # a count we cannot read: the total is unknown, not undercounted
+    assert (measured["total_tokens"], measured["generated_tokens"]) == (None, 14.0)

@@ -103,3 +103,36 @@ def test_trajectory_file_parsing(tmp_path):
     assert steps[1].tool is None and steps[2].answer == "42" and steps[2].citations == (E("d", 3),)
     assert episodes[0].final_answer == ["42"]
     assert parse_episode({"question": "only text", "steps": []}, "w").id is None
+
+
+def test_an_agents_own_retrieval_is_a_search_before_its_model_call(tmp_path):
+    # a step's "retrieved" (the rag and filesearch baselines retrieve with the question, no model call)
+    # is a search of its own, ahead of the step: one search, then the answer, at budget 1 and not 0
+    retrieval = {"id": "q1", "question": "Revenue?", "steps": [
+        {"step": 1, "retrieved": {"query": "Revenue?", "chunks": [{"document": "d", "pages": [3, 4], "score": 0.9}],
+                                  "pages": [{"document": "d", "page": 3}, {"document": "d", "page": 4}]},
+         "tool_call": {"name": "answer", "arguments": {"answer": ["42"], "citations": []}}, "tool_result": None}]}
+    failed = {"id": "q2", "question": "Menu?", "steps": [  # a retrieval that failed, then a malformed answer
+        {"step": 1, "retrieved": {"query": "Menu?", "pages": [], "error": "no index"},
+         "tool_call": None, "tool_result": {"error": "invalid JSON"}}]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(retrieval) + "\n" + json.dumps(failed) + "\n")
+    (first, second), errors = load_trajectories(path)
+    assert not errors
+    assert first.steps == [search("Revenue?", E("d", 3), E("d", 4)), answer("42")]
+    assert second.steps == [Step("search", query="Menu?"), Step(None)] and len(second.searches) == 1
+    assert answer_at_budget(first, 0) == (False, None) and answer_at_budget(first, 1) == (True, ["42"])
+    hits = first_query_hits([("q1", [E("d", 4)]), ("q2", [E("m", 1)])], {"q1": first, "q2": second})
+    assert (hits["page_hits"], hits["n"]) == (1, 2)
+    # a step without "retrieved" adds nothing (every other agent's trajectory reads as before)
+    plain = parse_episode({"id": "q3", "steps": [{"step": 1, "tool_call": {"name": "answer", "arguments": {}}}]}, "t")
+    assert [s.tool for s in plain.steps] == ["answer"]
+
+
+def test_child_tokens_must_be_an_object(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "q1", "steps": [], "child_tokens": 120}) + "\n")
+    episodes, errors = load_trajectories(path)
+    assert episodes == [] and "'child_tokens' must be an object of token counts, got 120" in errors[0].reason
+    episode = parse_episode({"id": "q1", "steps": [], "child_tokens": {"prefilled": 3}}, "t")
+    assert episode.child_tokens == {"prefilled": 3} and "child_tokens" not in episode.extra
