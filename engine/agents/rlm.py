@@ -23,6 +23,9 @@ The answer is then extracted as the paper does ("post-processed through a struct
 extraction step, using the same underlying model"): one forced answer turn with the answer tool's
 schema, citing documents and pages from the markers. The trajectory accounts root and sub-call
 tokens apart (`rlm.root_tokens`, `rlm.sub_tokens`, each sub-call's prompt, answer and tokens).
+The prediction's "tokens" are the root's calls (the steps'); the sub-calls' prefilled, cached and
+generated counts are the trajectory's top-level `child_tokens`, which `dossier eval` adds to the
+token effort measures (engine/eval/trajectories.py; runs written before it count the root alone).
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ class RlmEpisode(Episode):
         self.answers: dict[str, str] = {}  # llm_query prompt -> reply, memoised across replays
         self.sub_calls: list[dict] = []
         self.sub_tokens = 0
+        self.child_tokens = {"prefilled": 0, "cached": 0, "generated": 0}  # the sub-calls', by kind
         self.root_tokens = 0
         self.root_turns = 0
         self.final: str | None = None
@@ -280,6 +284,8 @@ class RlmEpisode(Episode):
         for child in children:
             self.answers[child.prompt] = child.answer
             self.sub_tokens += _used(child.tokens)
+            for key in self.child_tokens:
+                self.child_tokens[key] += int(child.tokens.get(key, 0))
             self.sub_calls.append(child.to_json() | {"step": self._record["step"]})
         return ToolJob(self._run_code)
 
@@ -291,6 +297,7 @@ class RlmEpisode(Episode):
         out = super().trajectory()
         out["rlm"] = {"root_tokens": self.root_tokens, "sub_tokens": self.sub_tokens, "sub_calls": self.sub_calls,
                       "root_turns": self.root_turns, "final_text": self.final, "context_chars": len(self.context)}
+        out["child_tokens"] = dict(self.child_tokens)  # what the steps and the prediction's "tokens" leave out
         return out
 
 

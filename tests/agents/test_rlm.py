@@ -68,9 +68,27 @@ def test_code_runs_in_the_sandbox_sub_calls_are_accounted_apart_and_citations_pa
     assert pred["answer"] == ["$48,250"] and pred["citations"] == [{"document": "report", "page": 1}]
 
 
+def test_sub_call_tokens_count_in_the_token_effort_measures(tmp_path, spy):
+    from engine.datasets.formats import Prediction
+    from engine.eval.analyses.effort import measures_of
+    from engine.eval.trajectories import parse_episode
+
+    _, traj, pred = run(tmp_path)
+    sub = traj["rlm"]["sub_calls"][0]["tokens"]
+    kinds = ("prefilled", "cached", "generated")
+    assert traj["child_tokens"] == {k: sub.get(k, 0) for k in kinds} and sub["generated"] > 0
+    assert pred["tokens"]["prefilled"] + pred["tokens"]["cached"] + pred["tokens"]["generated"] == \
+        traj["rlm"]["root_tokens"]  # the prediction's "tokens" are the root's alone
+    measured = measures_of(pred["iterations"], Prediction.from_json(pred, "p"), parse_episode(traj, "t"))
+    # MADQA's token effort of an RLM is every call's: the root's and its sub-calls'
+    assert measured["total_tokens"] == traj["rlm"]["root_tokens"] + traj["rlm"]["sub_tokens"]
+    assert measured["generated_tokens"] == pred["tokens"]["generated"] + sub["generated"]
+
+
 def test_without_sub_calls_llm_query_says_so(tmp_path, spy):
     _, traj, _ = run(tmp_path, rlm_max_depth=0)
     assert traj["rlm"]["sub_calls"] == [] and f"sub: {NO_SUBCALLS}" in traj["steps"][1]["input_delta"]
+    assert traj["child_tokens"] == {"prefilled": 0, "cached": 0, "generated": 0}
 
 
 def test_the_corpus_has_the_papers_file_and_page_markers(tmp_path):
