@@ -17,7 +17,10 @@ Tokens are the embedder's word pieces (OpenAI counts its own tokenizer's; a word
 of either). MiniLM reads at most 256 word pieces: a longer chunk is embedded from its first 256
 and shown whole. The chunk index is built once per corpus and chunking in a run (the first
 episode builds it in its tool thread; the others wait for it). The first step records the
-retrieved chunks (document, pages, score).
+retrieval as `retrieved` (the query, the chunks with document, pages and score, and the pages they
+span); `dossier eval` reads that as the episode's one search (engine/eval/trajectories.py), so
+searches per question, accuracy at a search budget and first-search hits count it as MADQA counts
+a retrieval-tool call, and the prediction's search history holds the same query.
 """
 
 from __future__ import annotations

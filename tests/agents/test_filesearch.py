@@ -73,6 +73,50 @@ def test_the_nearest_chunks_are_shown_once_and_the_answer_cites_a_page(tmp_path,
     assert {i.id: i.page_f1 for i in result.items} == {"q1": 1.0, "q2": 1.0, "q3": 1.0}
 
 
+def test_dossier_eval_counts_the_retrieval_as_each_questions_one_search(tmp_path, monkeypatch):
+    from engine.eval.inputs import load_inputs
+
+    monkeypatch.setattr(filesearch.FileSearchEpisode, "embedder", BagEmbedder())
+    given = {"q1": "$48,250", "q2": "unknown", "q3": "$2,740"}  # q2 wrong
+
+    def reader(qid, turn, messages):
+        return json.dumps({"tool": "answer", "answer": [given[qid]], "citations": [{"document": "report", "page": 1}]})
+
+    env = AgentEnv(build_corpus(tmp_path / "c"))
+    settings = AgentSettings(agent="filesearch", max_chunk_size_tokens=100, chunk_overlap_tokens=0, max_num_results=1)
+    out = tmp_path / "run"
+    RolloutRunner(ScriptedBackend(reader), settings, env, out).run(questions(3))
+    # what `dossier eval predictions.jsonl --gold ... --trajectories trajectories.jsonl` reads
+    inputs = load_inputs(out / "predictions.jsonl", _gold(tmp_path), out / "trajectories.jsonl")
+    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig(bootstrap=0))
+    report = result.report
+    searches = {e.id: e.searches for e in inputs.episodes}
+    # the retrieval with the question, recorded in the first step, is the episode's one search (MADQA counts
+    # each retrieval-tool call), with the pages its chunk spans: q2's is the menu's, the others the report's
+    assert {q: [(s.query, [(p.document, p.page) for p in s.pages]) for s in found] for q, found in searches.items()} \
+        == {"q1": [("What was revenue in 2019?", [("report", 1), ("report", 2), ("report", 3)])],
+            "q2": [("How much does spaghetti cost?", [("menu", 1), ("menu", 2)])],
+            "q3": [("What was capital expenditure?", [("report", 1), ("report", 2), ("report", 3)])]}
+    assert report["behaviour"]["searches_per_question"] == 1.0
+    # the answer came after that search: none at budget 0, both right answers at budget 1
+    assert [(r["budget"], r["correct"]) for r in report["steps"]["accuracy_at_budget"]] == [(0, 0), (1, 2)]
+    assert report["steps"]["first_query"] == {"page_hit_rate": 1.0, "doc_hit_rate": 1.0, "page_hits": 3,
+                                              "doc_hits": 3, "n": 3}
+    assert report["steps"]["cumulative_hits"]["iterations"] == [{"i": 1, "doc_rate": 1.0, "page_rate": 1.0, "doc_hits": 3,
+                                                                 "page_hits": 3}]
+    # the steps Kuiper's effort is that same count; one retrieval for every question (MADQA: a non-agentic
+    # system's budget is fixed at one retrieval step) leaves nothing to order by, and the report says so
+    assert [i.effort for i in result.items] == [len(searches[i.id]) for i in result.items] == [1, 1, 1]
+    assert report["kuiper"] is None and "the same effort (1)" in report["kuiper_undefined"]
+    assert report["effort_measures"]["measures"]["steps"]["n"] == 3
+
+
+def _gold(tmp_path):
+    path = tmp_path / "gold.jsonl"
+    path.write_text("".join(json.dumps(q.to_json()) + "\n" for q in questions(3)))
+    return path
+
+
 @pytest.mark.parametrize("values, message", [({"max_chunk_size_tokens": 50}, "100 to 4096"),
                                              ({"chunk_overlap_tokens": 500}, "half of --max-chunk-size-tokens"),
                                              ({"max_num_results": 0}, "at least 1")])
