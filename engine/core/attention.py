@@ -17,8 +17,8 @@ Backends (`resolve_backend` picks one; `make_backend` builds it):
   block tables; flash-attn's paged kernels need block_size % 256 == 0.
 - `sdpa` (CPU reference): batched SDPA for decode tokens over gathered caches, one SDPA call per
   prefill chunk with a causal mask aligned to the end of its context (built on the host: CPU only).
-- `numba` (CPU, float32): as `sdpa`, but decode tokens read the blocks in place
-  (`kernels/paged_attention_numba.py`).
+- `numba` (CPU, float32 or bfloat16, accumulating in float32): as `sdpa`, but decode tokens read
+  the blocks in place (`kernels/paged_attention_numba.py`).
 GPU paths build no dense mask and no padded copy of the cache.
 
 A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers): each query then
@@ -180,19 +180,21 @@ def resolve_backend(requested: str, device: str, block_size: int, dtype: torch.d
     """Pick "triton", "flash_attn", "numba" or "sdpa" for `requested` ("auto" or one of them).
 
     auto: on CUDA, flash_attn when installed and block_size % 256 == 0 with fp16/bf16, else triton;
-    on the CPU, numba for float32, else sdpa.
+    on the CPU, numba for float32 and bfloat16 (bf16 decode through it was 1.03-2.8x bf16 SDPA's speed at
+    Qwen2.5-1.5B's shapes; kernels/paged_attention_numba.py has the figures), else sdpa.
     """
     gpu_dtypes = (torch.float16, torch.bfloat16)
     if requested == "auto":
         if device == "cuda":
             usable = importlib.util.find_spec("flash_attn") is not None and block_size % 256 == 0
             return "flash_attn" if usable and dtype in gpu_dtypes else "triton"
-        if dtype == torch.float32 and importlib.util.find_spec("numba") is not None:
+        if dtype in (torch.float32, torch.bfloat16) and importlib.util.find_spec("numba") is not None:
             return "numba"
         return "sdpa"
     if requested == "numba":
-        if device != "cpu" or dtype != torch.float32:
-            raise DossierError(f"attention_backend='numba' runs on the CPU in float32 (got {device}, {dtype})")
+        if device != "cpu" or dtype not in (torch.float32, torch.bfloat16):
+            raise DossierError(f"attention_backend='numba' runs on the CPU in float32 or bfloat16 (got {device}, "
+                               f"{dtype}); use 'sdpa' for other CPU dtypes, 'triton' on CUDA")
         if importlib.util.find_spec("numba") is None:
             raise missing_dependency("numba", "pip install numba")
         return "numba"

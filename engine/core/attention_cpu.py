@@ -111,7 +111,7 @@ class SdpaBackend(AttentionBackend):
 
 
 class NumbaBackend(SdpaBackend):
-    """As `sdpa`, with decode tokens through the numba kernel (float32)."""
+    """As `sdpa`, with decode tokens through the numba kernel (float32 or bfloat16 caches, float32 sums)."""
 
     name = "numba"
 

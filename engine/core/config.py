@@ -40,8 +40,8 @@ class EngineConfig:
     dtype: str = "auto"
     # Attention over the paged cache: "triton" (GPU: our paged kernels), "flash_attn" (GPU,
     # needs flash-attn, fp16/bf16 and block_size % 256 == 0), "sdpa" (CPU reference), "numba"
-    # (CPU fp32: decode reads blocks in place), "auto" (flash_attn on GPU when usable, else
-    # triton; numba on CPU). See engine/core/attention.py.
+    # (CPU fp32/bf16: decode reads blocks in place), "auto" (flash_attn on GPU when usable, else
+    # triton; numba on CPU in fp32/bf16, else sdpa). See engine/core/attention.py.
     attention_backend: str = "auto"
     # Capture decode steps in CUDA graphs at fixed batch sizes (CUDA only; ignored on the CPU).
     cuda_graphs: bool = True

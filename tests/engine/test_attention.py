@@ -1,14 +1,18 @@
-"""The numba decode kernel against the SDPA reference over a paged cache; sliding windows on both paths."""
+"""The numba decode kernel (float32, bf16) vs the SDPA reference over a paged cache; sliding windows on both paths."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.paged_attention_numba import paged_decode_jit_ready, paged_decode_torch
+from kernels.paged_attention_numba import paged_decode_bf16_jit_ready, paged_decode_jit_ready, paged_decode_torch
 from engine.core.step_layout import StepLayout, pack_to_device
 
 ATOL = 2e-6  # float32, summation order differs from SDPA
+# bf16 kernel vs float32 attention over the same bf16 values: the sums are float32 (ATOL, with slack for the
+# longer bf16 cases), then one rounding of the output to bf16, at most 2**-8 of the value (8-bit significand).
+BF16_OUTPUT_RTOL = 2**-8
+BF16_ATOL = 1e-5
 
 
 def reference(q, k_cache, v_cache, block_tables, lens, window=None):
@@ -22,16 +26,26 @@ def reference(q, k_cache, v_cache, block_tables, lens, window=None):
     return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask[:, None, None, :])
 
 
-def case(batch, kv_heads, group, dim, block_size, seed=0):
+def case(batch, kv_heads, group, dim, block_size, seed=0, dtype=torch.float32, max_blocks=6):
     g = torch.Generator().manual_seed(seed)
-    blocks = 64
-    k_cache = torch.randn(blocks, block_size, kv_heads, dim, generator=g)
-    v_cache = torch.randn(blocks, block_size, kv_heads, dim, generator=g)
-    lens = torch.randint(1, 6 * block_size, (batch,), generator=g)
+    blocks = max(64, max_blocks + 1)
+    k_cache = torch.randn(blocks, block_size, kv_heads, dim, generator=g).to(dtype)
+    v_cache = torch.randn(blocks, block_size, kv_heads, dim, generator=g).to(dtype)
+    lens = torch.randint(1, max_blocks * block_size, (batch,), generator=g)
     width = int((lens.max() + block_size - 1) // block_size)
     tables = torch.stack([torch.randperm(blocks, generator=g)[:width] for _ in range(batch)])
-    q = torch.randn(batch, kv_heads, group, dim, generator=g)
+    q = torch.randn(batch, kv_heads, group, dim, generator=g).to(dtype)
     return q, k_cache, v_cache, tables, lens
+
+
+def assert_bf16_close(got, want, label):
+    """`got` (bf16) within one output rounding of the float32 attention `want`."""
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape
+    diff = (got.float() - want).abs()
+    limit = BF16_OUTPUT_RTOL * want.abs() + BF16_ATOL
+    worst = (diff - limit).argmax()
+    assert (diff <= limit).all(), (f"{label}: max diff {diff.max():.3g}, mean {diff.mean():.3g}; worst element "
+                                   f"{got.flatten()[worst].item():.6g} vs {want.flatten()[worst].item():.6g}")
 
 
 @pytest.mark.parametrize("shape", [(5, 2, 2, 16, 4), (3, 3, 3, 64, 16), (4, 1, 4, 32, 8), (2, 4, 1, 8, 4)])
@@ -51,6 +65,47 @@ def test_numba_decode_honours_a_sliding_window(window):
     diff = (got - want).abs()
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
     assert (got - paged_decode_torch(q, k_cache, v_cache, tables, lens)).abs().max() > 1e-3, "the window changed nothing"
+
+
+# (batch, kv_heads, group, head_dim, block_size, max_blocks, window): block tables 1 to 40 blocks wide, one
+# sequence or several of different lengths, MHA and GQA up to Qwen2.5-1.5B's 6 query heads per KV head
+BF16_CASES = {
+    "one_block_mha": (3, 4, 1, 16, 4, 1, None),
+    "gqa2_scattered": (5, 2, 2, 16, 4, 6, None),
+    "gqa4_block8": (4, 1, 4, 32, 8, 9, None),
+    "qwen_gqa6_d128_long": (1, 2, 6, 128, 16, 40, None),
+    "batch8_gqa3": (8, 3, 3, 64, 16, 12, None),
+    "gqa2_window": (6, 2, 2, 16, 4, 6, 5),
+}
+
+
+@pytest.mark.parametrize("name", list(BF16_CASES))
+def test_numba_bf16_decode_matches_float32_attention(name):
+    """bf16 caches read in place, float32 sums: float32 SDPA over the same bf16 values, to one output rounding."""
+    batch, kv_heads, group, dim, block_size, max_blocks, window = BF16_CASES[name]
+    q, k_cache, v_cache, tables, lens = case(batch, kv_heads, group, dim, block_size, seed=len(name),
+                                             dtype=torch.bfloat16, max_blocks=max_blocks)
+    got = paged_decode_torch(q, k_cache, v_cache, tables, lens, window)
+    want = reference(q.float(), k_cache.float(), v_cache.float(), tables, lens, window)
+    assert_bf16_close(got, want, name)
+
+
+def test_numba_bf16_decode_is_closer_to_float32_than_sdpa_in_bf16():
+    """Summing in float32 is the point: bf16 SDPA (which rounds along the way) is no closer to the float32 result."""
+    q, k_cache, v_cache, tables, lens = case(4, 2, 6, 128, 16, seed=11, dtype=torch.bfloat16, max_blocks=40)
+    want = reference(q.float(), k_cache.float(), v_cache.float(), tables, lens)
+    ours = (paged_decode_torch(q, k_cache, v_cache, tables, lens).float() - want).abs().mean()
+    sdpa = (reference(q, k_cache, v_cache, tables, lens).float() - want).abs().mean()
+    assert ours <= sdpa, f"numba bf16 mean diff {ours:.3g} vs sdpa bf16 {sdpa:.3g}"
+
+
+def test_plain_python_source_is_the_same_bf16_kernel():
+    q, k_cache, v_cache, tables, lens = case(2, 2, 3, 8, 4, seed=5, dtype=torch.bfloat16)
+    out = np.empty(q.shape, dtype=np.float32)
+    bits = [cache.view(torch.int16).numpy().view(np.uint16) for cache in (k_cache, v_cache)]
+    paged_decode_bf16_jit_ready(q.float().numpy(), *bits, tables.numpy(), lens.numpy(), np.zeros_like(lens.numpy()),
+                                np.float32(8 ** -0.5), out)
+    assert_bf16_close(paged_decode_torch(q, k_cache, v_cache, tables, lens), torch.from_numpy(out), "plain python")
 
 
 def test_plain_python_source_is_the_same_kernel():
@@ -125,3 +180,58 @@ def test_paged_attention_honours_a_per_call_window(backend, window):
     want = torch.cat([dense_attention(*part, start, window) for part, start in zip(full, starts)])
     diff = (got - want).abs()
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
+
+
+def test_numba_backend_takes_float32_and_bf16_and_refuses_float16():
+    from engine.core.attention import resolve_backend
+    from tools.errors import DossierError
+
+    assert resolve_backend("numba", "cpu", 16, torch.bfloat16) == "numba"
+    assert resolve_backend("numba", "cpu", 16, torch.float32) == "numba"
+    # auto: numba for both (bf16 decode measured at least as fast as bf16 SDPA), SDPA for float16
+    assert [resolve_backend("auto", "cpu", 16, dtype) for dtype in (torch.float32, torch.bfloat16, torch.float16)] == [
+        "numba", "numba", "sdpa"]
+    with pytest.raises(DossierError, match="float32 or bfloat16.*torch.float16.*use 'sdpa'"):
+        resolve_backend("numba", "cpu", 16, torch.float16)
+
+
+def test_bf16_engine_on_numba_gives_the_greedy_tokens_of_sdpa(tiny_llama):
+    """A bf16 engine (bf16 KV cache, GQA 2) decodes the same tokens through the numba kernel as through SDPA.
+
+    The numba engine decodes the four prompts as one batch; SDPA decodes each prompt alone, because bf16 SDPA
+    over a batch pads every sequence to the longest, and the padding changes its rounding (here it changes the
+    10th token of the shortest prompt). The numba kernel reads each sequence's own rows, so batching changes
+    nothing. Where the two part (bf16 SDPA rounds inside attention, numba sums in float32: here the 16th token of
+    the longest prompt), the numba engine must be the one that keeps the float32 engine's token.
+    """
+    from engine import Engine, EngineConfig, SamplingParams
+    from tests.engine.conftest import random_prompt
+
+    folder, _ = tiny_llama
+    prompts = [random_prompt(n, seed=n) for n in (3, 9, 22, 41)]  # 1 to 11 blocks of 4
+
+    def generate(backend: str, batch: list[list[int]], dtype: str = "bfloat16") -> list[list[int]]:
+        # one thread: the thread governor may ask torch for 2 under OMP_THREAD_LIMIT=1, and oneDNN's bf16 matmuls
+        # then leave half their output unwritten (torch 2.14), which would make both backends' tokens garbage
+        engine = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=256, block_size=4, dtype=dtype,
+                                                                  attention_backend=backend, cpu_threads=1))
+        assert engine.runner.backend == backend and engine.runner.k_cache.dtype == getattr(torch, dtype)
+        requests = []
+        for prompt in batch:
+            session = engine.open_session()
+            session.append(prompt)
+            requests.append(engine.submit(session, SamplingParams(max_new_tokens=16, ignore_eos=True)))
+        engine.run_until_idle()
+        return [r.output_token_ids for r in requests]
+
+    numba = generate("numba", prompts)
+    sdpa = [generate("sdpa", [prompt])[0] for prompt in prompts]
+    float32 = generate("sdpa", prompts, "float32")
+    assert all(len(tokens) == 16 for tokens in numba)
+    for ours, theirs, exact, prompt in zip(numba, sdpa, float32, prompts):
+        parted = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+        if parted is not None:
+            assert ours[: parted + 1] == exact[: parted + 1], (
+                f"prompt of {len(prompt)}: numba {ours} and sdpa {theirs} part at token {parted}, and numba's token "
+                f"is not float32's {exact}")
+    assert sum(ours == theirs for ours, theirs in zip(numba, sdpa)) >= 3, (numba, sdpa)
