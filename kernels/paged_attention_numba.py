@@ -23,14 +23,15 @@ machine and load), too slow for `auto`.
 Measured (2026-12-02) on an Intel Xeon with avx512_bf16 and AMX, 2 cores, 2 threads, torch 2.14.1,
 numba 0.68.1: one layer's decode attention at Qwen2.5-1.5B's shapes (12 query heads, 2 KV heads,
 head dim 128, blocks of 16, scattered block tables), through the backends' `forward` (SDPA's
-includes its gather), ms per call, the least-disturbed of 9 interleaved samples, two runs (the
-machine was shared: load average ~3.8 from other jobs). A decode step of the 1.5B is 28 such calls.
+includes its gather), ms per call, the least-disturbed of 9 interleaved samples, range over three
+runs (the machine was shared: load average ~3.6-3.9 from other jobs; SDPA at 8 x 2048 varied most).
+A decode step of the 1.5B is 28 such calls.
 
-    batch x context   sdpa bf16     numba bf16    numba fp32    sdpa fp32   sdpa bf16 / numba bf16
-    1 x 512           0.258-0.279   0.236-0.242   0.238-0.241   0.356-0.362   1.09-1.15x
-    1 x 2048          0.781-0.794   0.640-0.649   0.666-0.896   1.184-1.247   1.22x
-    8 x 512           1.260-1.316   1.228-1.271   1.370-1.607   1.958-2.126   1.03-1.04x
-    8 x 2048          22.64-22.66   7.996-8.050   13.87-15.06   23.80-24.28   2.81-2.83x
+    batch x context   sdpa bf16     numba bf16    numba fp32    sdpa fp32     sdpa bf16 / numba bf16
+    1 x 512           0.258-0.279   0.216-0.242   0.236-0.241   0.356-0.393   1.09-1.28x
+    1 x 2048          0.673-0.794   0.595-0.649   0.666-0.896   1.099-1.247   1.13-1.22x
+    8 x 512           1.260-1.323   1.228-1.285   1.370-1.607   1.636-2.126   1.03-1.04x
+    8 x 2048          6.537-22.66   5.195-8.050   10.84-15.06   10.58-24.28   1.26-2.83x
 
 So `attention_backend="auto"` takes this kernel for bf16 on the CPU (engine/core/attention.py).
 """
