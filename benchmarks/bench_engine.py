@@ -42,9 +42,9 @@ def main() -> None:
     parser.add_argument("--vllm", action="store_true", help="also run vLLM with prefix caching (GPU)")
     args = parser.parse_args()
     if args.threads:
-        import torch
+        from engine.core.threads import set_torch_threads
 
-        torch.set_num_threads(args.threads)
+        set_torch_threads(args.threads)
     workload = Workload(args.sessions, args.turns, args.tool_tokens, args.new_tokens, args.seed)
     config = EngineConfig(
         kv_cache_gib=args.kv_cache_gib, max_num_batched_tokens=args.max_batched_tokens,

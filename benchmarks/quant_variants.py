@@ -28,6 +28,7 @@ from benchmarks.quant_quality import _sequences, sequence_logits
 from engine.core.config import QUANTIZATIONS, EngineConfig
 from engine.core.llm_engine import Engine
 from engine.core.sampling_params import SamplingParams
+from engine.core.threads import set_torch_threads
 from models.quantize import weight_bytes
 
 __all__ = ["compare_variants", "copy_bandwidth", "decode_bytes_per_token"]
@@ -113,7 +114,7 @@ def compare_variants(model: str = "default", variants: tuple[str, ...] = ("bfloa
         raise DossierError(f"variants {bad} are not dtypes ({', '.join(DTYPES[1:])}) or quantisations "
                            f"({', '.join(QUANTIZATIONS)})")
     say = progress or (lambda _msg: None)
-    torch.set_num_threads(threads)
+    threads = set_torch_threads(threads)
     bandwidth = copy_bandwidth() if speed else None
     rows = []
     say(f"loading {model} (float32 reference)")

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+
+import engine.core  # noqa: E402,F401  before any test imports torch: OpenMP settings (engine/core/threads.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 

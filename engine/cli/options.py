@@ -225,10 +225,11 @@ def fixed_threads(value: str, command: str, why: str) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Use `threads` CPU threads in torch and in numba's kernels (the CPU attention), as --threads promises."""
-    import torch
+    """Use `threads` CPU threads in torch and in numba's kernels (the CPU attention), as --threads promises
+    (at most OMP_THREAD_LIMIT: engine/core/threads.set_torch_threads)."""
+    from engine.core.threads import set_torch_threads
 
-    torch.set_num_threads(threads)
+    threads = set_torch_threads(threads)
     try:
         import numba
     except ImportError:

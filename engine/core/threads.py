@@ -28,14 +28,55 @@ import logging
 import os
 import time
 
-__all__ = ["ThreadGovernor", "available_cores", "prefer_passive_waiting"]
+__all__ = ["ThreadGovernor", "available_cores", "omp_thread_limit", "prefer_passive_waiting", "set_torch_threads"]
 
 log = logging.getLogger(__name__)
 
 
 def prefer_passive_waiting() -> None:
-    """Make OpenMP threads sleep instead of spinning when idle (before torch loads; keeps a user's value)."""
+    """Make OpenMP threads sleep instead of spinning when idle (before torch loads; keeps a user's value).
+
+    Under OMP_THREAD_LIMIT it also makes torch's default thread count the limit (OMP_NUM_THREADS, unless
+    set): torch does not read the limit, and more torch threads than it allows corrupt bf16 matmuls.
+    """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    limit = omp_thread_limit()
+    if limit is not None:
+        os.environ.setdefault("OMP_NUM_THREADS", str(limit))
+
+
+def omp_thread_limit() -> int | None:
+    """OMP_THREAD_LIMIT as a positive number, or None when it is unset or not one."""
+    try:
+        limit = int(os.environ.get("OMP_THREAD_LIMIT", ""))
+    except ValueError:
+        return None
+    return limit if limit > 0 else None
+
+
+_warned_limit: list[int] = []
+
+
+def set_torch_threads(threads: int) -> int:
+    """Give torch `threads` intra-op threads, never more than OMP_THREAD_LIMIT; returns the count set.
+
+    The OpenMP runtime honours OMP_THREAD_LIMIT (set for tesseract, say) but torch does not know it:
+    with the limit at 1 and torch told 2, oneDNN splits a bf16 matmul for two threads, one runs, and
+    half of the output is never written (garbage logits, measured on an avx512_bf16 CPU). So every
+    thread count goes through here.
+    """
+    import torch
+
+    limit = omp_thread_limit()
+    if limit is not None and threads > limit:
+        if limit not in _warned_limit:
+            _warned_limit.append(limit)
+            log.warning("OMP_THREAD_LIMIT=%d: using %d CPU thread(s), not %d (unset it to use more)",
+                        limit, limit, threads)
+        threads = limit
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
 
 
 def available_cores() -> int:
@@ -123,6 +164,7 @@ class ThreadGovernor:
     def apply(self) -> None:
         """Set torch's and numba's thread counts on the calling thread when they differ from the decision."""
         threads = self.update()
+        threads = min(threads, omp_thread_limit() or threads)  # numba's OpenMP pool obeys the limit too
         key = (_thread_ident(), threads)
         if key == self._applied_to:
             return
@@ -132,9 +174,7 @@ class ThreadGovernor:
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         except ImportError:  # numba is optional for the forward (attention falls back to sdpa)
             pass
-        import torch
-
-        torch.set_num_threads(threads)
+        set_torch_threads(threads)
         self._applied_to = key
 
 
