@@ -80,6 +80,7 @@ class Table:
     limit: int | None = None  # only the first N questions of the suite
     claims: tuple[Claim, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    budget_row: str | None = None  # a --max-rounds-sweep row whose budget curve tests Q-Guide's T claim
 
 
 def _madqa_rows(model: str = QUIET_MODEL) -> tuple[Row, ...]:
@@ -126,7 +127,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
              for tool in ("text", "visual", "spatial", "structure", "lookup")),
            Row("direct-ocr", "direct-ocr-1.5b-int8", "direct prompting, OCR text", ("--agent", "direct", "--inputs", "ocr", *INT8),
                requires_agent="direct")),
-          claims=(Claim("Q-Guide beats direct prompting", "qguide", "direct-ocr"),)),
+          claims=(Claim("Q-Guide (T_max = 3) beats direct prompting", "qguide-t3", "direct-ocr"),),
+          budget_row="qguide",
+          notes=("qwen2.5-1.5b reads text only, so Q-Guide's visual tool is not offered to it: the row without "
+                 "visual is the full tool set.",)),
     Table("mudabench-sample", "MuDABench's workflow against flat retrieval on its sample suite", "mudabench",
           "workflow",
           (Row("workflow", "workflow-1.5b-int8", "workflow (plan, extract, structure, code, answer)",
@@ -152,6 +156,8 @@ def check_tables() -> None:
             for name in (claim.better, claim.worse):
                 if name not in names:
                     raise ValueError(f"table {table.name}: claim row {name!r} is not a row")
+        if table.budget_row and table.budget_row not in names:
+            raise ValueError(f"table {table.name}: budget row {table.budget_row!r} is not a row")
         for row in table.rows:
             key = (table.suite, row.id)
             other = seen.setdefault(f"{key}", row)
@@ -444,6 +450,11 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
         else:
             claims.append({"claim": claim.text, "better": claim.better, "worse": claim.worse,
                            "verdict": "not tested yet: a row has not run to the end"})
+    if table.budget_row:
+        claim = budget_claim(rows, table.budget_row)
+        claims.append(claim or {"claim": "accuracy rises with T and saturates near 3 (Q-Guide's budget curve)",
+                                "better": table.budget_row, "worse": table.budget_row,
+                                "verdict": "not tested yet: a row has not run to the end"})
     models = sorted({r["model"] for r in rows})
     return {"table": table.name, "title": table.title, "suite": table.suite, "limit": table.limit,
             "verdict": table.verdict, "reference": table.reference, "models": [model_record(m) for m in models],
@@ -516,7 +527,8 @@ def render_markdown(result: dict) -> str:
         for c in result["claims"]:
             detail = (f" ({c['better']} − {c['worse']} = {100 * c['difference']:+.1f} pts, discordant "
                       f"{c['discordant'][0]}/{c['discordant'][1]}, McNemar p = {c['mcnemar_p']:.3g})"
-                      if "difference" in c else "")
+                      if "difference" in c else
+                      f" (right at T = 1..{len(c['curve'])}: {', '.join(map(str, c['curve']))})" if "curve" in c else "")
             lines.append(f"- {c['claim']}: **{c['verdict']}**{detail}")
         lines.append("")
     extra = []
@@ -526,7 +538,7 @@ def render_markdown(result: dict) -> str:
             extra.append(f"- {r['label']}: taxonomy " + ", ".join(f"{k.replace('_', ' ')} {v}"
                                                                    for k, v in f["taxonomy"].items() if v))
         if f.get("qguide"):
-            extra.append(f"- {r['label']}: Q-Guide analyses `" + json.dumps(f["qguide"], ensure_ascii=False)[:600] + "`")
+            extra += [f"- {r['label']}: {line}" for line in qguide_lines(f["qguide"])]
         if f.get("mudabench_coverage"):
             cov = f["mudabench_coverage"]
             extra.append(f"- {r['label']}: fact coverage " + ", ".join(
@@ -540,6 +552,57 @@ def render_markdown(result: dict) -> str:
     for note in result["notes"]:
         lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+def qguide_lines(q: dict) -> list[str]:
+    """Q-Guide's analyses of one row, readable: budget curve and fit, gate decisions, reliability, tool calls."""
+    lines = []
+    budget = q.get("budget") or {}
+    if budget.get("points"):
+        curve = ", ".join(f"T={p['max_rounds']} {p['correct']}/{q['n']}" for p in budget["points"])
+        fit = budget.get("fit") or {}
+        shape = (f"fit A = {_num(fit.get('A'))}, B = {_num(fit.get('B'))}, k = {_num(fit.get('k'))}, "
+                 f"t★ = {_num(fit.get('t_star'))}" if fit.get("k") is not None else
+                 "the saturating fit is undefined (the curve is flat)")
+        lines.append(f"accuracy by round budget: {curve}; {shape}")
+    decisions = q.get("decisions") or {}
+    if decisions:
+        lines.append(f"gate ({q.get('gate')}): " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in decisions.items())
+                     + f"; abstained {q.get('abstained', 0)} of {q['n']}")
+    reliability = [level for level in q.get("reliability") or [] if level.get("submissions")]
+    if reliability:
+        lines.append("reliability by confidence: " + ", ".join(
+            f"{level['level']} {level['correct']}/{level['committed']} right of {level['submissions']} submitted"
+            + (f" (ρ = {_num(level['rho'])} [{_num(level['rho_ci'][0])}, {_num(level['rho_ci'][1])}])"
+               if level.get("rho") is not None else "") for level in reliability))
+    if q.get("tool_calls") is not None:
+        lines.append(f"tools offered {', '.join(q.get('tools_offered') or [])}; calls " + (", ".join(
+            f"{k} {v}" for k, v in q["tool_calls"].items()) or "none") + f"; mean turns {_num(q.get('mean_turns'))}")
+    return lines
+
+
+def budget_claim(items_rows: list[dict], row_name: str) -> dict | None:
+    """The verdict on "accuracy rises with T and saturates near 3" from a sweep row's budget curve."""
+    entry = next((r for r in items_rows if r["name"] == row_name and r.get("status") == "complete"), None)
+    if entry is None:
+        return None
+    points = ((entry["figures"].get("qguide") or {}).get("budget") or {}).get("points") or []
+    if not points:
+        return None
+    correct = [p["correct"] for p in points]
+    fit = entry["figures"]["qguide"]["budget"].get("fit") or {}
+    at = {p["max_rounds"]: p["correct"] for p in points}
+    gain = at.get(3, correct[-1]) - at.get(1, correct[0])
+    if len(set(correct)) == 1:
+        verdict = "not reproduced: accuracy is the same at every T"
+    elif gain >= min_discordant() and fit.get("t_star") is not None and fit["t_star"] <= 4:
+        verdict = "reproduced"
+    elif gain <= 0:
+        verdict = "not reproduced: accuracy does not rise from T = 1 to T = 3"
+    else:
+        verdict = f"inconclusive at n = {entry['figures']['n']} (+{gain} right from T = 1 to 3)"
+    return {"claim": "accuracy rises with T and saturates near 3 (Q-Guide's budget curve)", "better": row_name,
+            "worse": row_name, "verdict": verdict, "curve": correct, "t_star": fit.get("t_star")}
 
 
 def _read_json(path: Path):

@@ -113,3 +113,34 @@ def test_unknown_table_is_refused(capsys):
     with pytest.raises(SystemExit):
         results.main(["no-such-table"])
     assert "unknown table(s) no-such-table" in capsys.readouterr().err
+
+
+def _sweep_row(correct):
+    n = 20
+    points = [{"max_rounds": t, "correct": c, "accuracy": c / n} for t, c in enumerate(correct, start=1)]
+    fit = {"A": 0.7, "B": 0.4, "k": 1.2, "t_star": 2.9} if len(set(correct)) > 1 else {"k": None, "t_star": None}
+    q = {"n": n, "budget": {"points": points, "fit": fit}, "gate": "med", "decisions": {"passed": 18, "rewritten": 2},
+         "abstained": 1, "reliability": [{"level": "high", "submissions": 19, "committed": 19, "correct": 12,
+                                          "rho": 0.63, "rho_ci": [0.41, 0.81]}],
+         "tools_offered": ["text_recovery"], "tool_calls": {"text_recovery": 30}, "mean_turns": 2.5}
+    return {"name": "qguide", "status": "complete", "figures": {"n": n, "qguide": q}}
+
+
+@pytest.mark.parametrize("correct, verdict", [
+    ([7, 7, 7, 7, 7, 7], "not reproduced: accuracy is the same at every T"),
+    ([5, 9, 12, 12, 12, 12], "reproduced"),  # +7 from T = 1 to 3, t* = 2.9
+    ([8, 9, 10, 10, 10, 10], "inconclusive at n = 20 (+2 right from T = 1 to 3)"),
+    ([9, 8, 8, 8, 8, 8], "not reproduced: accuracy does not rise from T = 1 to T = 3"),
+])
+def test_the_budget_claim_is_read_off_the_sweep_curve(correct, verdict):
+    claim = results.budget_claim([_sweep_row(correct)], "qguide")
+    assert claim["verdict"] == verdict and claim["curve"] == correct
+    assert results.budget_claim([{"name": "qguide", "status": "partial: 3 of 13"}], "qguide") is None
+
+
+def test_qguide_analyses_are_rendered_as_readable_lines():
+    lines = results.qguide_lines(_sweep_row([5, 9, 12, 12, 12, 12])["figures"]["qguide"])
+    assert lines[0].startswith("accuracy by round budget: T=1 5/20, T=2 9/20") and "t★ = 2.900" in lines[0]
+    assert "rewritten 2" in lines[1] and "abstained 1 of 20" in lines[1]
+    assert "high 12/19 right of 19 submitted (ρ = 0.630 [0.410, 0.810])" in lines[2]
+    assert "text_recovery 30" in lines[3]
