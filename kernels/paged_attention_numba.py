@@ -51,6 +51,26 @@ __all__ = [
 ]
 
 
+def _softmax_rows_jit_ready(scores, rows, length):
+    """Softmax in place over the first `length` columns of each of the first `rows` rows (float32)."""
+    for g in range(rows):
+        peak = scores[g, 0]
+        for t in range(1, length):
+            peak = max(peak, scores[g, t])
+        total = np.float32(0.0)
+        for t in range(length):
+            e = np.exp(scores[g, t] - peak)
+            scores[g, t] = e
+            total += e
+        for t in range(length):
+            scores[g, t] /= total
+
+
+# Both kernels call this one; numba inlines it into their loops, and the plain-Python kernels call it too.
+_softmax_rows = njit(fastmath=True, cache=True, inline="always")(_softmax_rows_jit_ready) if njit else \
+    _softmax_rows_jit_ready
+
+
 def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, out):
     """q (B, kv_heads, group, D); caches (blocks, block_size, kv_heads, D); block_tables (B, max_blocks); out like q.
 
@@ -72,17 +92,7 @@ def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts
                 for d in range(dim):
                     acc += q[b, h, g, d] * k_cache[block, slot, h, d]
                 scores[g, t] = acc * scale
-        for g in range(group):
-            peak = scores[g, 0]
-            for t in range(1, length):
-                peak = max(peak, scores[g, t])
-            total = np.float32(0.0)
-            for t in range(length):
-                e = np.exp(scores[g, t] - peak)
-                scores[g, t] = e
-                total += e
-            for t in range(length):
-                scores[g, t] /= total
+        _softmax_rows(scores, group, length)
         acc_out = np.zeros((group, dim), dtype=np.float32)
         for t in range(length):
             block = block_tables[b, (first + t) // block_size]
@@ -154,17 +164,7 @@ def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_sta
                 scores[g, t + 6] = a6 * scale
                 scores[g, t + 7] = a7 * scale
             t += tile
-        for g in range(group):
-            peak = scores[g, 0]
-            for t in range(1, length):
-                peak = max(peak, scores[g, t])
-            total = np.float32(0.0)
-            for t in range(length):
-                e = np.exp(scores[g, t] - peak)
-                scores[g, t] = e
-                total += e
-            for t in range(length):
-                scores[g, t] /= total
+        _softmax_rows(scores, group, length)
         acc_out = np.zeros((group, dim), dtype=np.float32)
         t = 0
         while t < length:
