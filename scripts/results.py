@@ -111,9 +111,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
            Row("int4", "bm25-1.5b-int4", "int4 weights, group 32 (torch's int4pack), bfloat16 elsewhere",
                ("--agent", "bm25", "--loop", "madqa", "--quantization", "int4", "--dtype", "bfloat16"))),
           notes=("Every row pins its dtype, so the table means the same on every CPU; a bf16 row runs at full speed "
-                 "only on a CPU with avx512_bf16 or AMX (the machine of each run is in its record).",)),
+                 "only on a CPU with avx512_bf16 or AMX (the machine of each run is in its record).",
+                 "Run to run, the thread count alone moves a row: `make demo DEMO_MODEL=qwen2.5-1.5b` (bf16, 2 threads, "
+                 "the same agent and questions) answered 8/20, this table's bf16 row (1 thread) 5/20. On an AVX2 machine "
+                 "(2026-12-01, 2 threads) float32 answered 6/20, int8 5/20 and int4 3/20. So differences of a few "
+                 "questions here are arithmetic noise, and none of these rows differs significantly from float32.")),
     Table("madqa-sample", "MADQA's agent and baselines on the sample suite (20 questions)", "sample", "bm25",
-          _madqa_rows(), claims=_MADQA_CLAIMS),
+          _madqa_rows(), claims=_MADQA_CLAIMS,
+          notes=("The same rows run on another machine (an AVX2 AMD EPYC, 2 threads, 2026-12-01; those run directories "
+                 "were not archived) gave bm25 5/20, guided 8/20, rag 17/20, oracle 18/20 and closed-book 4/20: up to "
+                 "two questions a row from these. Greedy decoding in other arithmetic (SIMD width, thread count) parts "
+                 "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
+                 "the claim's verdict is the same on both machines.",)),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
           "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS),
     Table("qguide-sample", "Q-Guide on its sample suite: round budgets, leave-one-tool-out, direct prompting", "qguide",
