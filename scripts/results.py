@@ -299,11 +299,11 @@ def archive_run(run: Path, root: Path, archive: Path, suite: str) -> Path:
     run_json = json.loads(json.dumps(run_json).replace(str(root), "runs/results"))
     run_json["questions"] = f"../{suite}/questions.jsonl"
     _write_json(target / "run.json", run_json)
-    shutil.copyfile(run / "predictions.jsonl", target / "predictions.jsonl")
+    here = str(root).encode()  # machine paths inside records (a conversion table's source, say)
+    (target / "predictions.jsonl").write_bytes((run / "predictions.jsonl").read_bytes().replace(here, b"runs/results"))
     if (run / "trajectories.jsonl").is_file():
-        with (run / "trajectories.jsonl").open("rb") as src, gzip.GzipFile(target / "trajectories.jsonl.gz", "wb",
-                                                                            mtime=0) as dst:
-            shutil.copyfileobj(src, dst)
+        with gzip.GzipFile(target / "trajectories.jsonl.gz", "wb", mtime=0) as dst:
+            dst.write((run / "trajectories.jsonl").read_bytes().replace(here, b"runs/results"))
     state = _read_json(run / "results_row.json")
     if state is not None:
         _write_json(target / "results_row.json", json.loads(json.dumps(state).replace(str(root), "runs/results")))
@@ -393,6 +393,7 @@ def row_figures(items, report: dict, verdict: str) -> dict:
         "taxonomy": taxonomy,
         "mudabench_coverage": report.get("mudabench_coverage"),
         "qguide": report.get("qguide"),
+        "workflow_stages": report.get("workflow_stages"),
     }
 
 
@@ -548,10 +549,15 @@ def render_markdown(result: dict) -> str:
                                                                    for k, v in f["taxonomy"].items() if v))
         if f.get("qguide"):
             extra += [f"- {r['label']}: {line}" for line in qguide_lines(f["qguide"])]
+        stages = (f.get("workflow_stages") or {}).get("counts")
+        if stages:
+            extra.append(f"- {r['label']}: stage taxonomy of the wrong answers (MuDABench): " + ", ".join(
+                f"{k} {v}" for k, v in stages.items() if v) + " (none attributed)" * (not any(stages.values())))
         if f.get("mudabench_coverage"):
             cov = f["mudabench_coverage"]
-            extra.append(f"- {r['label']}: fact coverage " + ", ".join(
-                f"{k} {_num(v)}" for k, v in cov.items() if isinstance(v, (int, float))))
+            extra.append(f"- {r['label']}: intermediate-fact coverage over {cov.get('questions')} questions: " + ", ".join(
+                f"{unit} {cov.get(unit[:-1] + '_correct')}/{cov.get(unit[:-1] + '_total')}"
+                for unit in ("rows", "cells", "columns") if cov.get(unit[:-1] + "_total") is not None))
     if extra:
         lines += ["## Per row", "", *extra, ""]
     lines += ["## Commands", ""]
