@@ -21,7 +21,8 @@ from tests.engine.conftest import build_model, build_tokenizer, hf_greedy, rando
 
 
 def run(folder, hf, graphs: bool) -> dict:
-    config = EngineConfig(block_size=4, num_kv_blocks=128, attention_backend="triton", max_num_batched_tokens=24)
+    config = EngineConfig(block_size=4, num_kv_blocks=128, attention_backend="triton", max_num_batched_tokens=24,
+                          dtype="float32")  # as the HF reference; "auto" is bf16 on an avx512_bf16 CPU
     engine = Engine.from_pretrained(folder, config)
     if graphs:
         engine.runner.graphs = DecodeGraphs(engine.runner, 4, capture=False)

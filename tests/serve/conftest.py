@@ -37,6 +37,9 @@ def start(folder, name: str, **engine_config):
     from engine.serve.server import ServerThread
 
     engine_config.setdefault("block_size", 4)
+    # float32 like the HF references: session fixtures are built before conftest's function-scoped pin of
+    # "auto", and "auto" is bf16 on a CPU with avx512_bf16
+    engine_config.setdefault("dtype", "float32")
     engine_config.setdefault("num_kv_blocks", 1024)
     engine = Engine.from_pretrained(str(folder), EngineConfig(**engine_config))
     backend = LocalBackend(engine)
