@@ -348,10 +348,11 @@ def model_record(model: str) -> dict:
     return {"name": model, "sha256": None, "source": "local"}
 
 
-def score_row(run: Path, verdict: str):
+def score_row(run: Path, verdict: str, limit: int | None = None):
     """(items, report) of one stored run, scored as `dossier eval` scores it (Kuiper bootstrap 1000, seed 0).
 
     `run` is a run directory or its archive (trajectories.jsonl.gz is read through a temporary copy).
+    With `limit`, only the suite's first `limit` questions are gold, as `dossier run --limit` ran them.
     """
     from engine.eval.evaluate import EvalConfig, evaluate
     from engine.eval.inputs import load_inputs
@@ -365,7 +366,8 @@ def score_row(run: Path, verdict: str):
             inputs = load_inputs(run, trajectories=trajectories)
     else:
         inputs = load_inputs(run)
-    result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig(bootstrap=1000, seed=0),
+    questions = inputs.questions[:limit] if limit else inputs.questions
+    result = evaluate(questions, inputs.predictions, inputs.episodes, EvalConfig(bootstrap=1000, seed=0),
                       inputs.errors)
     return result.items, result.report
 
@@ -425,7 +427,7 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
                                if row.requires_agent and not registered(row.requires_agent) else "not run yet")
             rows.append(entry)
             continue
-        items, report = score_row(run, table.verdict)
+        items, report = score_row(run, table.verdict, table.limit)
         items_by[entry["name"]] = items
         run_json = _read_json(run / "run.json") or {}
         entry.update(status="complete" if _done(run) >= len(items) else

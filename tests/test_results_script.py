@@ -144,3 +144,19 @@ def test_qguide_analyses_are_rendered_as_readable_lines():
     assert "rewritten 2" in lines[1] and "abstained 1 of 20" in lines[1]
     assert "high 12/19 right of 19 submitted (ρ = 0.630 [0.410, 0.810])" in lines[2]
     assert "text_recovery 30" in lines[3]
+
+
+def test_a_limited_table_scores_only_the_questions_it_ran(tmp_path, monkeypatch):
+    """`--limit N` runs the suite's first N questions; the rest are not gold for the row, so not counted wrong."""
+    table = results.Table("first-two", "The first two questions", "sample", "a",
+                          (results.Row("a", "a-run", "system A", ("--agent", "bm25"), model="default"),), limit=2)
+    monkeypatch.setitem(results.TABLES, "first-two", table)
+    monkeypatch.setattr(results, "model_record", lambda m: {"name": m, "sha256": "0" * 64, "source": "test"})
+    root = tmp_path / "runs"
+    run = _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    lines = (run / "predictions.jsonl").read_text().splitlines()
+    (run / "predictions.jsonl").write_text("\n".join(lines[:2]) + "\n")  # the run answered its first two
+
+    (row,) = results.score_table(table, root, tmp_path / "docs" / "runs")["rows"]
+    assert row["status"] == "complete"
+    assert row["figures"]["n"] == 2 and row["figures"]["correct"] == 2
