@@ -70,6 +70,23 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class JudgeSpec:
+    """MADQA's LLM judge as a table scores with it: a local model, its quantisation and its calibration."""
+
+    model: str
+    quantization: str | None
+    dtype: str  # pinned, as the calibration ran it
+    calibration: str  # `dossier eval calibrate-judge --out` JSON, a file name under docs/results/
+
+    def cache(self, base: Path, suite: str) -> Path:
+        """The suite's verdict cache (keyed by question, accepted answers and answer: rows share verdicts)."""
+        return base / suite / f"judge_cache-{self.model}.jsonl"
+
+
+LOCAL_JUDGE = JudgeSpec("qwen2.5-1.5b", "int8", "float32", "judge-calibration-qwen2.5-1.5b-int8.json")
+
+
+@dataclass(frozen=True)
 class Table:
     name: str
     title: str
@@ -81,6 +98,7 @@ class Table:
     claims: tuple[Claim, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     budget_row: str | None = None  # a --max-rounds-sweep row whose budget curve tests Q-Guide's T claim
+    judge: JudgeSpec | None = None  # also score accuracy with this local LLM judge (Rogan-Gladen corrected)
 
 
 def _madqa_rows(model: str = QUIET_MODEL) -> tuple[Row, ...]:
@@ -124,7 +142,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
                  "the claim's verdict is the same on both machines.",)),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
-          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS),
+          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE),
     Table("qguide-sample", "Q-Guide on its sample suite: round budgets, leave-one-tool-out, direct prompting", "qguide",
           "qguide",
           (Row("qguide", "qguide-sweep-1.5b-int8", "Q-Guide, T_max = 6 with the answers at T = 1..6 recorded",
@@ -276,6 +294,61 @@ def run_row(table: Table, row: Row, root: Path, threads: int) -> None:
         _write_json(run / "results_row.json", state)
 
 
+def _row_inputs(run: Path, limit: int | None):
+    """(questions, predictions, episodes, errors) of a run directory or its archive, the first `limit` questions."""
+    from engine.eval.inputs import load_inputs
+
+    packed = run / "trajectories.jsonl.gz"
+    if packed.is_file() and not (run / "trajectories.jsonl").is_file():
+        with tempfile.TemporaryDirectory() as tmp:
+            trajectories = Path(tmp) / "trajectories.jsonl"
+            with gzip.open(packed, "rb") as src, trajectories.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            inputs = load_inputs(run, trajectories=trajectories)
+    else:
+        inputs = load_inputs(run)
+    questions = inputs.questions[:limit] if limit else inputs.questions
+    return questions, inputs.predictions, inputs.episodes, inputs.errors
+
+
+def judge_row(table: Table, row: Row, root: Path, threads: int) -> None:
+    """Judge (or finish judging) a complete row's answers with the table's judge; verdicts go to the suite's cache.
+
+    Only answers MADQA's two-stage scoring sends to the judge are judged, and each once per suite: a verdict
+    already in the cache (from this row or another) is read from it. The judging time is a segment of the
+    row's results_row.json.
+    """
+    from engine.eval.judging import BatchedJudge, JudgeCache, items_to_judge, prejudge
+
+    spec = table.judge
+    run = root / "runs" / f"{table.suite}-{row.id}"
+    questions, _ = suite_paths(root, table.suite)
+    if spec is None or _done(run) < _questions_count(questions, table.limit):
+        return
+    questions, predictions, _, _ = _row_inputs(run, table.limit)
+    cache = JudgeCache(spec.cache(root, table.suite))
+    asked = items_to_judge(questions, predictions)
+    missing = {item for item in asked if cache.get(item.key(spec.model)) is None}
+    if not missing:
+        _say(f"{table.name} / {row.id}: judged ({len(set(asked))} answers needed the judge; all in the cache)")
+        return
+    _say(f"{table.name} / {row.id}: judging {len(missing)} answers with {spec.model} ({spec.quantization}, "
+         f"{spec.dtype}); {len(set(asked)) - len(missing)} already in the cache")
+    engine = {"dtype": spec.dtype, "threads": threads, **({"quantization": spec.quantization} if spec.quantization
+                                                          else {})}
+    segment = {"step": "judge", "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": _loadavg(),
+               "cores": os.cpu_count(), "commit": _commit(), "judge": spec.model}
+    began = time.perf_counter()
+    try:
+        _, stats = prejudge(asked, BatchedJudge(spec.model, engine), cache)
+        segment.update(judged=stats.judged, from_cache=stats.from_cache, unparsed=stats.unparsed)
+    finally:  # verdicts are appended as they finish: an interrupted judging resumes from the cache
+        segment.update(seconds=round(time.perf_counter() - began, 1), load_end=_loadavg())
+        state = _read_json(run / "results_row.json") or {"segments": []}
+        state.setdefault("judge_segments", []).append(segment)
+        _write_json(run / "results_row.json", state)
+
+
 ARCHIVE = ROOT / "docs" / "results" / "runs"
 
 
@@ -348,27 +421,34 @@ def model_record(model: str) -> dict:
     return {"name": model, "sha256": None, "source": "local"}
 
 
-def score_row(run: Path, verdict: str, limit: int | None = None):
+def score_row(run: Path, verdict: str, limit: int | None = None, judge: JudgeSpec | None = None,
+              judge_cache: Path | None = None, docs: Path | None = None):
     """(items, report) of one stored run, scored as `dossier eval` scores it (Kuiper bootstrap 1000, seed 0).
 
     `run` is a run directory or its archive (trajectories.jsonl.gz is read through a temporary copy).
     With `limit`, only the suite's first `limit` questions are gold, as `dossier run --limit` ran them.
+    With `judge`, the judge's verdicts are read from `judge_cache` (never from the model) and corrected with
+    its calibration (under `docs`); report["judge_missing"] counts answers with no verdict there (then the
+    judge's accuracy is not computed).
     """
+    from engine.eval.calibration import JudgeCalibration
     from engine.eval.evaluate import EvalConfig, evaluate
-    from engine.eval.inputs import load_inputs
+    from engine.eval.judging import JudgeCache, items_to_judge, judge_key, load_calibration
 
-    packed = run / "trajectories.jsonl.gz"
-    if packed.is_file() and not (run / "trajectories.jsonl").is_file():
-        with tempfile.TemporaryDirectory() as tmp:
-            trajectories = Path(tmp) / "trajectories.jsonl"
-            with gzip.open(packed, "rb") as src, trajectories.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-            inputs = load_inputs(run, trajectories=trajectories)
-    else:
-        inputs = load_inputs(run)
-    questions = inputs.questions[:limit] if limit else inputs.questions
-    result = evaluate(questions, inputs.predictions, inputs.episodes, EvalConfig(bootstrap=1000, seed=0),
-                      inputs.errors)
+    questions, predictions, episodes, errors = _row_inputs(run, limit)
+    config = EvalConfig(bootstrap=1000, seed=0)
+    missing = None
+    if judge is not None:
+        cache = JudgeCache(judge_cache)
+        missing = sum(1 for item in set(items_to_judge(questions, predictions))
+                      if cache.get(item.key(judge.model)) is None)
+        if not missing:
+            stored = load_calibration((docs or ROOT / "docs" / "results") / judge.calibration)
+            config.calibration = JudgeCalibration(q1=stored["q1"], q0=stored["q0"], m1=stored["m1"], m0=stored["m0"])
+            config.judge = lambda q, gold, answer: cache.get(judge_key(judge.model, q, gold, answer))
+    result = evaluate(questions, predictions, episodes, config, errors)
+    if judge is not None:
+        result.report["judge_missing"] = missing
     return result.items, result.report
 
 
@@ -396,6 +476,11 @@ def row_figures(items, report: dict, verdict: str) -> dict:
         "mudabench_coverage": report.get("mudabench_coverage"),
         "qguide": report.get("qguide"),
         "workflow_stages": report.get("workflow_stages"),
+        **({"judge": {"missing": report["judge_missing"], "raw": _round(report.get("semantic_raw")),
+                      "accuracy": _round(report.get("semantic_accuracy")),
+                      "accuracy_ci": [_round(x) for x in report["semantic_accuracy_ci"]]
+                      if report.get("semantic_accuracy_ci") else None,
+                      "calls": report.get("judge_calls")}} if "judge_missing" in report else {}),
     }
 
 
@@ -414,6 +499,14 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
     from engine.eval.compare import compare_items
 
     rows, items_by = [], {}
+    judge_cache = None
+    if table.judge is not None:
+        judge_cache = table.judge.cache(archive, table.suite)
+        live_cache = table.judge.cache(root, table.suite)
+        if live_cache.is_file():  # the live cache holds every verdict the archived one has, and newer ones
+            judge_cache.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(live_cache, judge_cache)
+        docs = archive.parent if (archive.parent / table.judge.calibration).is_file() else ROOT / "docs" / "results"
     for row in table.rows:
         live = root / "runs" / f"{table.suite}-{row.id}"
         if (live / "run.json").is_file() and _done(live):
@@ -427,7 +520,8 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
                                if row.requires_agent and not registered(row.requires_agent) else "not run yet")
             rows.append(entry)
             continue
-        items, report = score_row(run, table.verdict, table.limit)
+        items, report = (score_row(run, table.verdict, table.limit, table.judge, judge_cache, docs) if table.judge
+                         else score_row(run, table.verdict, table.limit))
         items_by[entry["name"]] = items
         run_json = _read_json(run / "run.json") or {}
         entry.update(status="complete" if _done(run) >= len(items) else
@@ -435,7 +529,9 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
                      figures=row_figures(items, report, table.verdict), engine=run_json.get("engine"),
                      command=((state or {}).get("command") or "").replace(str(root), "runs/results") or None,
                      segments=(state or {}).get("segments", []),
-                     wall_s=round(sum(s["seconds"] for s in (state or {}).get("segments", [])), 1))
+                     wall_s=round(sum(s["seconds"] for s in (state or {}).get("segments", [])), 1),
+                     **({"judge_s": round(sum(s["seconds"] for s in state["judge_segments"]), 1)}
+                        if (state or {}).get("judge_segments") else {}))
         rows.append(entry)
     complete = {e["name"] for e in rows if e.get("status") == "complete"}
     items_by = {name: items for name, items in items_by.items() if name in complete}  # a partial row tests nothing
@@ -470,7 +566,9 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
     models = sorted({r["model"] for r in rows})
     return {"table": table.name, "title": table.title, "suite": table.suite, "limit": table.limit,
             "verdict": table.verdict, "reference": table.reference, "models": [model_record(m) for m in models],
-            "rows": rows, "claims": claims, "min_discordant_for_p05": min_discordant(), "notes": list(table.notes)}
+            "rows": rows, "claims": claims, "min_discordant_for_p05": min_discordant(), "notes": list(table.notes),
+            **({"judge": {"model": table.judge.model, "quantization": table.judge.quantization,
+                          "dtype": table.judge.dtype, "calibration": table.judge.calibration}} if table.judge else {})}
 
 
 # ------------------------------------------------------------------ writing
@@ -490,18 +588,25 @@ def _num(x, digits=3) -> str:
 def figures_rows(result: dict) -> list[str]:
     """The table's body, one Markdown line per row (what --check prints and compares)."""
     out = []
+    judged = "judge" in result
     for r in result["rows"]:
         f = r.get("figures")
         if not f:
-            out.append(f"| {r['label']} | {r['status']} |" + " |" * 10)
+            out.append(f"| {r['label']} | {r['status']} |" + " |" * (10 + judged))
             continue
+        judge = ""
+        if judged:
+            j = f.get("judge") or {}
+            judge = (f"{_pct(j['accuracy'])}{_ci(j['accuracy_ci'])}, raw {_pct(j['raw'])} | " if j.get("accuracy")
+                     is not None else f"not judged yet ({j.get('missing')} answers) | " if j.get("missing") else
+                     "– | ")
         vs = r.get("vs_reference")
         test = (f"{vs['difference'] * 100:+.1f} pts, p = {vs['mcnemar_p']:.3g}, κ = {_num(vs['cohen_kappa'], 2)}"
                 if vs else "reference" if r["name"] == result["reference"] else "–")
         kuiper = (f"{f['kuiper']:.2f}" + (f" [{f['kuiper_ci'][0]:.2f}, {f['kuiper_ci'][1]:.2f}]" if f["kuiper_ci"]
                                           else "") if f["kuiper"] is not None else "undefined")
         out.append(f"| {r['label']} | {f['correct']}/{f['n']} = {_pct(f['accuracy'])}{_ci(f['accuracy_ci'])} | "
-                   f"{_pct(f['exact_match'])} | {_num(f['page_f1'])} | {_num(f['doc_f1'])} | {kuiper} | {_num(f['searches_per_question'], 2)} | "
+                   f"{judge}{_pct(f['exact_match'])} | {_num(f['page_f1'])} | {_num(f['doc_f1'])} | {kuiper} | {_num(f['searches_per_question'], 2)} | "
                    f"{_pct(f['first_query_page_hit'])} | {test} | {r['wall_s']:.0f} s | {r['status']} |")
     return out
 
@@ -522,9 +627,15 @@ def render_markdown(result: dict) -> str:
         lines.append(f"- runs made at commit(s) {', '.join(commits)} on {', '.join(map(str, cores))} cores; "
                      f"1-minute load at the start and end of each run: "
                      + ", ".join(f"{a:.1f}→{b:.1f}" for a, b in loads))
-    lines += ["", "| row | accuracy [95 % Wilson] | exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
+    judge = result.get("judge")
+    if judge:
+        lines.append(f"- LLM judge: `{judge['model']}` ({judge['quantization'] or 'no quantisation'}, {judge['dtype']}), "
+                     f"MADQA's judge prompt, Rogan-Gladen corrected with [{judge['calibration']}]({judge['calibration']}) "
+                     "(see [judge.md](judge.md)); its verdicts are archived beside the runs")
+    lines += ["", "| row | accuracy [95 % Wilson] | " + "LLM-judge accuracy [95 %] | " * bool(judge) +
+              "exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
               "searches/q | first query hit a gold page | vs reference (McNemar, κ) | wall | status |",
-              "|---|---|---|---|---|---|---|---|---|---|---|", *figures_rows(result), ""]
+              "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * bool(judge), *figures_rows(result), ""]
     if result["verdict"] == "correct":
         lines.append("Accuracy is ANLS* ≥ 0.5 (MADQA's harness), which admits near-miss numbers: \"$10\" for "
                      "\"$18\" scores 0.67. Exact match is the strict reading; MADQA's headline is an LLM judge "
@@ -674,6 +785,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive", type=Path, default=None,
                         help="the archived runs (default: DOCS/runs, in the repository)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-judge", action="store_true",
+                        help="run the rows but not the table's LLM judge (its accuracy column waits for a later call)")
     args = parser.parse_args(argv)
     check_tables()
     unknown = [t for t in args.tables if t not in TABLES]
@@ -698,6 +811,8 @@ def main(argv: list[str] | None = None) -> int:
                 _say(f"{table.name} / {row.id}: skipped, agent {row.requires_agent!r} is not registered at this commit")
                 continue
             run_row(table, row, args.root, args.threads)
+            if table.judge is not None and not args.no_judge:
+                judge_row(table, row, args.root, args.threads)
         write_table(score_table(table, args.root, archive), args.docs)
     return 0
 

@@ -160,3 +160,52 @@ def test_a_limited_table_scores_only_the_questions_it_ran(tmp_path, monkeypatch)
     (row,) = results.score_table(table, root, tmp_path / "docs" / "runs")["rows"]
     assert row["status"] == "complete"
     assert row["figures"]["n"] == 2 and row["figures"]["correct"] == 2
+
+
+def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is_missing(tmp_path, monkeypatch):
+    """judge_row judges each answer the two-stage rule sends to the judge once; scoring reads the cache only."""
+    import engine.eval.judging as judging
+    from engine.eval.judge import Verdict
+
+    spec = results.JudgeSpec("judge-model", "int8", "float32", "calibration.json")
+    table = results.Table("judged", "A judged table", "sample", "a",
+                          (results.Row("a", "a-run", "system A", ("--agent", "bm25"), model="default"),
+                           results.Row("b", "b-run", "system B", ("--agent", "rag"), model="default")), judge=spec)
+    monkeypatch.setitem(results.TABLES, "judged", table)
+    monkeypatch.setattr(results, "model_record", lambda m: {"name": m, "sha256": "0" * 64, "source": "test"})
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "calibration.json").write_text(json.dumps({"q0": 1.0, "q1": 1.0, "m0": 30, "m1": 30, "n": 60}))
+    _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "25 dollars"])  # the third needs the judge
+    _store_run(root, "sample", "b-run", ["48 250 USD", "Ana Ruiz", "25 dollars"])  # shares the third's verdict
+
+    asked = []
+
+    class ScriptedJudge:
+        def __init__(self, model, engine_kwargs):
+            assert engine_kwargs == {"dtype": "float32", "threads": 1, "quantization": "int8"}
+            self.model, self.unparsed = model, 0
+
+        def judge_all(self, items, on_verdict):
+            for item in items:
+                asked.append(" ".join(item.answer))
+                on_verdict(item, Verdict.correct if "dollars" in item.answer[0] else Verdict.incorrect, "{}")
+
+    monkeypatch.setattr(judging, "BatchedJudge", ScriptedJudge)
+    (row_b,) = [r for r in table.rows if r.name == "b"]
+    before = results.score_table(table, root, docs / "runs")
+    assert before["rows"][0]["figures"]["judge"]["missing"] == 1 and before["rows"][0]["figures"]["judge"]["accuracy"] is None
+    assert "not judged yet (1 answers)" in results.render_markdown(before)
+
+    for row in table.rows:
+        results.judge_row(table, row, root, threads=1)
+    results.judge_row(table, row_b, root, threads=1)  # a second call finds every verdict in the cache
+    assert sorted(asked) == ["25 dollars", "48 250 USD"]  # each distinct answer judged once
+
+    result = results.score_table(table, root, docs / "runs")
+    a, b = (r["figures"]["judge"] for r in result["rows"])
+    assert a == {"missing": 0, "raw": 1.0, "accuracy": 1.0, "accuracy_ci": a["accuracy_ci"], "calls": 1}
+    assert b["raw"] == round(2 / 3, 4) and b["calls"] == 2  # "48 250 USD" judged incorrect
+    assert (docs / "runs" / "sample" / "judge_cache-judge-model.jsonl").is_file()  # archived beside the runs
+    results.write_table(result, docs)
+    assert results.main(["judged", "--check", "--root", str(tmp_path / "none"), "--docs", str(docs)]) == 0
