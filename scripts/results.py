@@ -20,6 +20,7 @@ Usage:
                                              # figures differ from docs/results/madqa-sample.json
     scripts/results.sh madqa-sample --score-only  # write the table from the runs stored so far; run nothing
     scripts/results.sh --list                # the tables and their rows
+    scripts/results.sh learning-financebench # LoRA query formulation, base vs tuned (scripts/results_learning.py)
 Options: --root DIR (runs and suites; default runs/results), --docs DIR (default docs/results),
 --rows a,b (only these rows of the table), --threads N (default 2).
 
@@ -773,9 +774,21 @@ def check_table(table: Table, archive: Path, docs: Path) -> int:
     return 0
 
 
+LEARNING = "learning-financebench"  # made by scripts/results_learning.py: a chain of training steps, not rows
+
+
+def _learning():
+    """scripts/results_learning.py, which makes the LEARNING table with this module's helpers."""
+    sys.modules.setdefault("results", sys.modules[__name__])  # run as a script, this module is __main__
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import results_learning
+
+    return results_learning
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("tables", nargs="*", help=f"tables to make (default: all): {', '.join(TABLES)}")
+    parser.add_argument("tables", nargs="*", help=f"tables to make (default: all): {', '.join([*TABLES, LEARNING])}")
     parser.add_argument("--check", action="store_true", help="re-score the stored runs; exit 1 if figures differ")
     parser.add_argument("--list", action="store_true", help="list the tables and their rows")
     parser.add_argument("--score-only", action="store_true", help="write the tables from the stored runs; run nothing")
@@ -789,19 +802,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the rows but not the table's LLM judge (its accuracy column waits for a later call)")
     args = parser.parse_args(argv)
     check_tables()
-    unknown = [t for t in args.tables if t not in TABLES]
+    learning = LEARNING in args.tables or not args.tables
+    unknown = [t for t in args.tables if t not in TABLES and t != LEARNING]
     if unknown:
-        parser.error(f"unknown table(s) {', '.join(unknown)}; choose from {', '.join(TABLES)}")
-    tables = [TABLES[t] for t in (args.tables or TABLES)]
+        parser.error(f"unknown table(s) {', '.join(unknown)}; choose from {', '.join([*TABLES, LEARNING])}")
+    tables = [TABLES[t] for t in (args.tables or TABLES) if t != LEARNING]
     if args.list:
         for t in tables:
             print(f"{t.name}: {t.title}")
             for r in t.rows:
                 print(f"  {r.name:14s} {r.label}: dossier run {' '.join(r.args)} --model {r.model}")
+        if learning:
+            _learning().list_steps()
         return 0
     archive = args.archive or args.docs / "runs"
     if args.check:
-        return max(check_table(t, archive, args.docs) for t in tables)
+        return max([check_table(t, archive, args.docs) for t in tables]
+                   + ([_learning().main(args.root, args.docs, archive, check_only=True)] if learning else []))
     only = {r for r in args.rows.split(",") if r}
     for table in tables:
         for row in ([] if args.score_only else table.rows):
@@ -814,6 +831,8 @@ def main(argv: list[str] | None = None) -> int:
             if table.judge is not None and not args.no_judge:
                 judge_row(table, row, args.root, args.threads)
         write_table(score_table(table, args.root, archive), args.docs)
+    if learning:
+        return _learning().main(args.root, args.docs, archive, score_only=args.score_only, threads=args.threads)
     return 0
 
 

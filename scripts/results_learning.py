@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""Dossier's "learning from trajectories" table (issue 29): LoRA query formulation on FinanceBench, base vs tuned.
+
+The table is a fixed chain of `dossier` commands on FinanceBench's document-disjoint split, each a step
+that is skipped when its output exists (so the chain resumes) and timed when this script runs it (wall
+seconds, 1-minute load at the start and end, the commit; in `runs/results/learning/steps.json`):
+
+    split         dossier train split (30 % of the questions held out, whole documents at a time)
+    mine          dossier trajectories mine (silver trajectories on the training documents only)
+    train         dossier train queries (LoRA on the silver first queries; its JSON is train.json)
+    heldout-hits  dossier retrieval-eval --model --adapter (first-query hit@5, base and tuned, per question)
+    bm25-base     dossier run, the bm25 agent on the held-out questions with the base model
+    bm25-tuned    the same with the adapter
+
+What scoring needs is archived in the repository under `docs/results/runs/learning-financebench/` (no
+machine paths, no adapter weights, no silver corpus text): split.json, the held-out questions, the
+silver summary, train.json, the adapter's card.json and README.md, the retrieval-eval JSON with its
+per-question hits, steps.json and the two bm25 runs. `docs/results/learning-financebench.md/.json` are
+rendered from that archive alone: first-query hit@5 base -> tuned with Wilson intervals and an exact
+McNemar test, and the claim's verdict by results.py's rule; gold within budget and whole-run accuracy
+and Kuiper once the bm25 runs are archived. The flags were fixed before any step ran on these questions.
+
+Usage (through scripts/results.py, which hands this table to `main` here):
+    scripts/results.sh learning-financebench               # run or resume the steps; write the table
+    scripts/results.sh learning-financebench --score-only  # write the table from what exists; run nothing
+    scripts/results.sh learning-financebench --check       # re-score the archive; exit 1 if figures differ
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results as base  # noqa: E402  (scripts/results.py: its run, archive and scoring helpers)
+
+NAME = "learning-financebench"
+TITLE = ("Learning from trajectories on FinanceBench: LoRA query formulation for the bm25 agent, base against "
+         "tuned on held-out documents")
+CLAIM = "trained query formulation raises first-query hits significantly"
+MODEL = base.QUIET_MODEL
+HELDOUT = "learning/split/heldout.jsonl"  # under the root: the held-out questions every measurement uses
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # the step's short name (its key in steps.json)
+    label: str  # what the step does, for the table
+    args: tuple[str, ...]  # `dossier` arguments; {root} is the runs root, {threads} the thread count
+    output: str  # under the root: the file whose presence means the step finished (a run: its directory)
+    stdout: str | None = None  # under the root: where the command's JSON output is saved
+    run: bool = False  # a `dossier run` directory: finished when every held-out question has a prediction
+
+
+_CORPUS = "{root}/financebench-corpus"
+_RUN = ("run", "--agent", "bm25", "--loop", "madqa", "--model", MODEL, "--dtype", "bfloat16", "--questions",
+        "{root}/" + HELDOUT, "--corpus", _CORPUS)
+STEPS = (
+    Step("split", "document-disjoint split of FinanceBench (30 % held out by document, seed 0)",
+         ("train", "split", "--questions", "{root}/financebench/questions.jsonl", "--out", "{root}/learning/split",
+          "--heldout-share", "0.3", "--seed", "0"), "learning/split/split.json"),
+    Step("mine", "silver trajectories mined on the training documents",
+         ("trajectories", "mine", "--corpus", _CORPUS, "--questions", "{root}/learning/split/train.jsonl", "--out",
+          "{root}/learning/silver"), "learning/silver/run_summary.json"),
+    Step("train", "LoRA query formulation on the silver first queries",
+         ("train", "queries", "-t", "{root}/learning/silver", "--model", MODEL, "--corpus", _CORPUS, "--out",
+          "{root}/learning/adapter", "--heldout-share", "0", "--silver-variants", "1", "--top-layers", "4",
+          "--batch-size", "2", "--grad-accum", "1", "--max-steps", "24", "--learning-rate", "1e-3", "--bf16",
+          "--no-measure", "--format", "json"), "learning/adapter/card.json", stdout="learning/train.json"),
+    Step("heldout-hits", "first-query hit@5 of base and tuned on the held-out questions",
+         ("retrieval-eval", "--corpus", _CORPUS, "--questions", "{root}/" + HELDOUT, "--mode", "boolean", "--model",
+          MODEL, "--adapter", "{root}/learning/adapter", "--format", "json"), "learning/heldout-hits.json",
+         stdout="learning/heldout-hits.json"),
+    Step("bm25-base", "bm25 agent (MADQA's loop, T = 10), base model, held-out questions",
+         (*_RUN, "--out", "{root}/runs/learning-bm25-base", "--threads", "{threads}", "--format", "json"),
+         "runs/learning-bm25-base", run=True),
+    Step("bm25-tuned", "bm25 agent (MADQA's loop, T = 10), base model + the adapter, held-out questions",
+         (*_RUN, "--adapter", "{root}/learning/adapter", "--out", "{root}/runs/learning-bm25-tuned", "--threads",
+          "{threads}", "--format", "json"), "runs/learning-bm25-tuned", run=True),
+)
+# The train step's flags as the adapter's card.json records them: (flag, card section, key), to catch a
+# table whose written command is not what made the adapter.
+_CARD_FLAGS = (("--top-layers", "lora", "top_layers"), ("--batch-size", "lora", "batch_size"),
+               ("--grad-accum", "lora", "grad_accum"), ("--max-steps", "lora", "max_steps"),
+               ("--learning-rate", "lora", "learning_rate"), ("--heldout-share", "split", "heldout_share"),
+               ("--silver-variants", "filters", "silver_variants"))
+
+
+def _args(step: Step, root: Path, threads: int) -> list[str]:
+    return [a.replace("{root}", str(root)).replace("{threads}", str(threads)) for a in step.args]
+
+
+def shown_command(step: Step, threads: int = 2) -> str:
+    """The step's command as the table prints it (the runs root written as runs/results)."""
+    return "dossier " + " ".join(_args(step, Path("runs/results"), threads))
+
+
+def _heldout_count(root: Path) -> int | None:
+    path = root / HELDOUT
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()) if path.is_file() else None
+
+
+def step_done(step: Step, root: Path) -> bool:
+    if step.run:
+        want = _heldout_count(root)
+        return want is not None and base._done(root / step.output) >= want
+    if step.stdout == step.output:  # a shell redirect creates the file when the command starts: done is parseable
+        return base._read_json(root / step.output) is not None
+    return (root / step.output).is_file()
+
+
+def _execute(args: list[str], stdout, stderr) -> int:
+    """Run one command from the repository root, as results.py runs its rows; its exit status."""
+    return subprocess.run(args, cwd=base.ROOT, stdout=stdout, stderr=stderr).returncode
+
+
+def run_step(step: Step, root: Path, threads: int) -> None:
+    """Run one step unless its output exists, appending a timed segment to learning/steps.json."""
+    if step_done(step, root):
+        base._say(f"{NAME} / {step.name}: done ({step.output} exists)")
+        return
+    record_path = root / "learning" / "steps.json"
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    record = base._read_json(record_path) or {}
+    state = record.setdefault(step.name, {"command": shown_command(step, threads), "segments": []})
+    segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": base._loadavg(), "cores": os.cpu_count(),
+               "commit": base._commit()}
+    args = [*base._dossier(), *_args(step, root, threads)]
+    base._say(shown_command(step, threads))
+    log = root / "learning" / f"{step.name}.log"
+    began = time.perf_counter()
+    out = root / step.stdout if step.stdout else None
+    try:
+        with log.open("a") as errors, (out.with_suffix(".json.tmp").open("w") if out else log.open("a")) as sink:
+            status = _execute(args, sink, errors)
+        segment["exit_status"] = status
+        if status:
+            raise SystemExit(f"results: {shown_command(step, threads)} failed with exit status {status}; "
+                             f"see {log}")
+        if out:  # only a finished command's JSON marks the step done
+            os.replace(out.with_suffix(".json.tmp"), out)
+    finally:  # an interrupted step keeps its partial segment; the next call runs (or resumes) it again
+        segment.update(seconds=round(time.perf_counter() - began, 1), load_end=base._loadavg())
+        state["segments"].append(segment)
+        base._write_json(record_path, record)
+
+
+# ------------------------------------------------------------------ archive
+
+def _scrubbed(path: Path, root: Path) -> str:
+    """A text file with the runs root written as runs/results and the checkout as '.' (no machine paths)."""
+    text = path.read_text(encoding="utf-8")
+    for here, there in ((str(root.resolve()), "runs/results"), (str(root), "runs/results"), (str(base.ROOT), ".")):
+        text = text.replace(here, there)
+    return text
+
+
+def archive_learning(root: Path, archive: Path) -> Path:
+    """Copy into `archive`/learning-financebench what scoring needs of whatever steps have finished."""
+    target = archive / NAME
+    pieces = {"learning/split/split.json": "split.json", HELDOUT: "heldout/questions.jsonl",
+              "learning/silver/run.json": "silver/run.json", "learning/silver/run_summary.json": "silver/summary.json",
+              "learning/train.json": "train.json", "learning/adapter/card.json": "adapter/card.json",
+              "learning/adapter/README.md": "adapter/README.md", "learning/heldout-hits.json": "heldout-hits.json",
+              "learning/steps.json": "steps.json"}
+    for source, name in pieces.items():
+        unfinished = source.endswith(".json") and base._read_json(root / source) is None  # being written by hand
+        if (root / source).is_file() and not unfinished:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).write_text(_scrubbed(root / source, root), encoding="utf-8")
+    for step in STEPS:
+        run = root / step.output
+        if step.run and (run / "run.json").is_file() and base._done(run):
+            base.archive_run(run, root, target, "heldout")  # run.json's questions: ../heldout/questions.jsonl
+    return target
+
+
+# ------------------------------------------------------------------ scoring
+
+def claim_verdict(difference: float, p: float, n: int) -> str:
+    """results.py's rule: significant one way, significant the other way, or too few discordant pairs at n."""
+    if difference > 0 and p < 0.05:
+        return "reproduced"
+    if difference < 0 and p < 0.05:
+        return "not reproduced (the opposite is significant)"
+    return f"inconclusive at n = {n}"
+
+
+def _rate(hits: int, n: int) -> dict:
+    from engine.eval.stats import wilson_interval
+
+    return {"hits": hits, "n": n, "rate": base._round(hits / n) if n else None,
+            "ci": [base._round(x) for x in wilson_interval(hits, n)]}
+
+
+def first_query_figures(report: dict) -> dict:
+    """Base vs tuned first-query page hits recomputed from retrieval-eval's per-question hits, with McNemar."""
+    from engine.eval.stats import mcnemar_exact
+
+    systems = report.get("systems") or []
+    if len(systems) != 2:
+        raise SystemExit(f"results: {NAME}: heldout-hits.json has {len(systems)} systems; it needs base and tuned "
+                         "(dossier retrieval-eval --model M --adapter A)")
+    if " + " not in systems[1].get("system", ""):
+        raise SystemExit(f"results: {NAME}: heldout-hits.json's second system {systems[1].get('system')!r} is not "
+                         "the base model with the adapter")
+    first, tuned = (s["per_question"] for s in systems)
+    ids = sorted(set(first) & set(tuned))
+    hit_base = {i: bool(first[i]) for i in ids}
+    hit_tuned = {i: bool(tuned[i]) for i in ids}
+    only_base = sum(1 for i in ids if hit_base[i] and not hit_tuned[i])
+    only_tuned = sum(1 for i in ids if hit_tuned[i] and not hit_base[i])
+    p = mcnemar_exact(only_tuned, only_base)
+    difference = (sum(hit_tuned.values()) - sum(hit_base.values())) / len(ids) if ids else 0.0
+    sides = {}
+    for side, system, hits in (("base", systems[0], hit_base), ("tuned", systems[1], hit_tuned)):
+        sides[side] = {**_rate(sum(hits.values()), len(ids)), "doc_hit": system.get("doc_hit"),
+                       "without_query": system.get("without_query"), "query_errors": system.get("query_errors"),
+                       "stored_page_hit": system.get("page_hit")}
+    return {"n": len(ids), "k": systems[0].get("k"), **sides, "only_base": only_base, "only_tuned": only_tuned,
+            "difference": base._round(difference), "mcnemar_p": base._round(p),
+            "verdict": claim_verdict(difference, p, len(ids))}
+
+
+def training_figures(train: dict) -> dict:
+    t = train["training"]
+    losses = t.get("train_losses") or []
+    return {"steps": t["steps"], "seconds": t["seconds"], "device": t["device"], "peak_rss_mib": t["peak_rss_mib"],
+            "loss_first": base._round(losses[0]["loss"]) if losses else None,
+            "loss_last": base._round(losses[-1]["loss"]) if losses else None,
+            "trainable_parameters": t["trainable_parameters"], "total_parameters": t["total_parameters"],
+            "pairs": train["data"]["split"]["train_pairs"], "pairs_by_source": train["data"]["pairs_by_source"],
+            "bf16": train["lora"].get("bf16")}
+
+
+def card_disagreements(card: dict) -> list[str]:
+    """Flags of the train step that the adapter's card records with another value."""
+    step = next(s for s in STEPS if s.name == "train")
+    sections = {"lora": card.get("lora") or {}, "split": (card.get("data") or {}).get("split") or {},
+                "filters": (card.get("data") or {}).get("filters") or {}}
+    out = []
+    for flag, section, key in _CARD_FLAGS:
+        written = float(step.args[step.args.index(flag) + 1])
+        recorded = sections[section].get(key)
+        if recorded is None or float(recorded) != written:
+            out.append(f"{flag} is {step.args[step.args.index(flag) + 1]} here but {recorded} in the adapter's card")
+    if sections["lora"].get("bf16") is not True:
+        out.append(f"--bf16 is given here but the adapter's card says bf16 {sections['lora'].get('bf16')}")
+    if card.get("base_model") != MODEL:
+        out.append(f"--model is {MODEL} here but the adapter's card says {card.get('base_model')}")
+    return out
+
+
+def run_rows(target: Path) -> tuple[list[dict], dict | None]:
+    """(the bm25 runs' rows as results.py renders them, gold-within-budget base vs tuned or None)."""
+    from engine.eval.compare import compare_items
+    from engine.eval.search_compare import compare_searches
+
+    steps = base._read_json(target / "steps.json") or {}
+    rows, items_by, episodes_by, questions = [], {}, {}, None
+    for step in (s for s in STEPS if s.run):
+        run = target / Path(step.output).name
+        entry = {"name": step.name, "label": step.label,
+                 "command": (steps.get(step.name) or {}).get("command") or shown_command(step)}
+        segments = (steps.get(step.name) or {}).get("segments", [])
+        if not (run / "run.json").is_file() or not base._done(run):
+            rows.append({**entry, "status": "not run yet"})
+            continue
+        items, report = base.score_row(run, "correct")
+        questions, _predictions, episodes, _errors = base._row_inputs(run, None)
+        complete = base._done(run) >= len(items)
+        if complete:
+            items_by[step.name] = items
+            if episodes:  # a run without trajectories says nothing about its searches
+                episodes_by[step.name] = {e.id: e for e in episodes if e.id is not None}
+        rows.append({**entry, "figures": base.row_figures(items, report, "correct"),
+                     "status": "complete" if complete else f"partial: {base._done(run)} of {len(items)} answered",
+                     "wall_s": round(sum(s["seconds"] for s in segments), 1), "segments": segments})
+    if "bm25-base" in items_by and "bm25-tuned" in items_by:
+        test = compare_items(items_by["bm25-tuned"], items_by["bm25-base"], verdict="correct")
+        rows[1]["vs_reference"] = {k: base._round(test[k]) if isinstance(test[k], float) else test[k]
+                                   for k in ("n_paired", "difference", "only_a_correct", "only_b_correct",
+                                             "mcnemar_p", "cohen_kappa")}
+    budget = None
+    if len(episodes_by) == 2:
+        searches = compare_searches(questions, episodes_by["bm25-base"], episodes_by["bm25-tuned"])
+        budget = {key: {"base": {**searches[key]["a"], "rate": base._round(searches[key]["a"]["rate"]),
+                                 "ci": [base._round(x) for x in searches[key]["a"]["ci"]]},
+                        "tuned": {**searches[key]["b"], "rate": base._round(searches[key]["b"]["rate"]),
+                                  "ci": [base._round(x) for x in searches[key]["b"]["ci"]]},
+                        "only_base": searches[key]["only_a"], "only_tuned": searches[key]["only_b"],
+                        "mcnemar_p": base._round(searches[key]["mcnemar_p"])}
+                  for key in ("first_hit", "hit_within_budget")}
+        budget["n"] = searches["n_paired"]
+    return rows, budget
+
+
+def score_learning(target: Path) -> dict:
+    """The table's result, computed from the archived artifacts in `target` only."""
+    split = base._read_json(target / "split.json")
+    silver = base._read_json(target / "silver" / "summary.json")
+    train = base._read_json(target / "train.json") or base._read_json(target / "adapter" / "card.json")
+    hits = base._read_json(target / "heldout-hits.json")
+    steps = base._read_json(target / "steps.json") or {}
+    first = first_query_figures(hits) if hits else None
+    runs, budget = run_rows(target)
+    notes = card_disagreements(train) if train else []
+    for side in ("base", "tuned"):
+        if first and first[side]["stored_page_hit"] not in (None, first[side]["rate"]):
+            notes.append(f"retrieval-eval's own {side} page_hit {first[side]['stored_page_hit']} differs from its "
+                         f"per-question hits ({first[side]['rate']})")
+    return {
+        "table": NAME, "title": TITLE, "model": base.model_record(MODEL),
+        "split": {k: split[k] for k in ("seed", "heldout_share", "train", "heldout")} if split else None,
+        "silver": {k: silver.get(k) for k in ("questions", "mined", "without_query", "queries_kept", "best_rank_1",
+                                              "best_rank_2_to_k", "seconds")} if silver else None,
+        "training": training_figures(train) if train else None,
+        "first_query": first,
+        "claims": [{"claim": CLAIM, "verdict": first["verdict"] if first else "not tested yet: heldout-hits has not run"}],
+        "gold_within_budget": budget, "runs": runs,
+        "steps": [{"name": s.name, "label": s.label,
+                   "command": (steps.get(s.name) or {}).get("command") or shown_command(s),
+                   "segments": (steps.get(s.name) or {}).get("segments", [])} for s in STEPS],
+        "min_discordant_for_p05": base.min_discordant(), "notes": notes,
+    }
+
+
+# ------------------------------------------------------------------ writing
+
+def _hits(side: dict) -> str:
+    return f"{side['hits']}/{side['n']} = {base._pct(side['rate'])}{base._ci(side['ci'])}"
+
+
+def headline_lines(result: dict) -> list[str]:
+    """First-query hits of base and tuned, one Markdown line each (what --check prints first)."""
+    first = result["first_query"]
+    lines = ["| model | first query hit a gold page [95 % Wilson] | first query hit a gold document | no query | "
+             "malformed query |", "|---|---|---|---|---|"]
+    if first is None:
+        return [*lines, "| base, tuned | not run yet | | | |"]
+    for side in ("base", "tuned"):
+        s = first[side]
+        lines.append(f"| {MODEL}{' + adapter' * (side == 'tuned')} | {_hits(s)} | {base._pct(s['doc_hit'])} | "
+                     f"{s['without_query']} | {s['query_errors']} |")
+    return lines
+
+
+def run_lines(result: dict) -> list[str]:
+    """The whole-run rows in results.py's columns, tuned compared with base."""
+    return ["| row | accuracy [95 % Wilson] | exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
+            "searches/q | first query hit a gold page | vs base (McNemar, κ) | wall | status |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+            *base.figures_rows({"rows": [{"wall_s": 0.0, **r} for r in result["runs"]], "reference": "bm25-base"})]
+
+
+def render(result: dict) -> str:
+    m, split, silver, train, first = (result[k] for k in ("model", "split", "silver", "training", "first_query"))
+    lines = [f"# {result['title']}", "",
+             f"Regenerate or resume: `scripts/results.sh {NAME}`; re-score the archive "
+             f"(`docs/results/runs/{NAME}/`): `scripts/results.sh {NAME} --check`.", "",
+             f"- model `{m['name']}`: {m['source']}, sha256 `{m['sha256']}`"]
+    if split:
+        lines.append(f"- split by document (seed {split['seed']}, held-out share {split['heldout_share']}): train "
+                     f"{split['train']['questions']} questions / {split['train']['documents']} documents, held out "
+                     f"{split['heldout']['questions']} / {split['heldout']['documents']}; no gold document on both sides")
+    if silver:
+        lines.append(f"- silver trajectories on the training questions: a query found a gold page in the top 5 for "
+                     f"{silver['mined']} of {silver['questions']} ({silver['without_query']} without one), "
+                     f"{silver['queries_kept']} queries kept; best at rank 1 for {silver['best_rank_1']}, rank 2-5 for "
+                     f"{silver['best_rank_2_to_k']}; mined in {silver['seconds']} s")
+    if train:
+        sources = ", ".join(f"{k} {v}" for k, v in train["pairs_by_source"].items())
+        lines.append(f"- training: {train['pairs']} pairs ({sources}), "
+                     f"{train['steps']} optimiser steps in {train['seconds']:.1f} s on {train['device']}"
+                     f"{' (bf16 autocast)' if train['bf16'] else ''}, peak memory (process RSS) "
+                     f"{train['peak_rss_mib']:.0f} MiB; loss {base._num(train['loss_first'])} -> "
+                     f"{base._num(train['loss_last'])}; {train['trainable_parameters']:,} trainable of "
+                     f"{train['total_parameters']:,} parameters")
+    lines += ["", f"## First-query hit@{first['k'] if first else 5} on the held-out documents (the headline)", "",
+              *headline_lines(result), ""]
+    claim = result["claims"][0]
+    detail = (f" (tuned − base = {100 * first['difference']:+.1f} pts; only base {first['only_base']}, only tuned "
+              f"{first['only_tuned']}; exact McNemar p = {first['mcnemar_p']:.3g})" if first else "")
+    lines += [f"- {claim['claim']}: **{claim['verdict']}**{detail}",
+              f"- what n can detect: exact McNemar reaches p < 0.05 only with at least "
+              f"{result['min_discordant_for_p05']} discordant questions, all one way"
+              + (f", out of n = {first['n']} held-out questions" if first else ""), ""]
+    lines += ["## Whole runs on the held-out questions", "", *run_lines(result), ""]
+    budget = result["gold_within_budget"]
+    if budget:
+        for key, label in (("first_hit", "first search hit a gold page"),
+                           ("hit_within_budget", "a gold page found within the run's budget")):
+            b = budget[key]
+            lines.append(f"- {label}: base {_hits(b['base'])} -> tuned {_hits(b['tuned'])}; only base "
+                         f"{b['only_base']}, only tuned {b['only_tuned']}, exact McNemar p = {b['mcnemar_p']:.3g}")
+    else:
+        lines.append("- gold within budget: not measured yet (it needs both bm25 runs)")
+    lines += ["", "## Steps", "", "| step | command | wall | 1-minute load start→end | commit |", "|---|---|---|---|---|"]
+    for s in result["steps"]:
+        segs = s["segments"]
+        timed = (f"{sum(x['seconds'] for x in segs):.0f} s | " + ", ".join(
+            f"{x['load_start'][0]:.1f}→{x['load_end'][0]:.1f}" for x in segs) + " | "
+                 + ", ".join(sorted({x["commit"] for x in segs})) if segs else "not timed by this script | | ")
+        lines.append(f"| {s['label']} | `{s['command']}` | {timed} |")
+    lines += ["", "The stop-rule rows (`dossier train stop`, then a `--stop-rule` run) are not in this table yet."]
+    lines += [f"\nNote: {note}" for note in result["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def figures(result: dict) -> dict:
+    """What --check compares: every scored figure, none of the timing records."""
+    return {k: result[k] for k in ("split", "silver", "training", "first_query", "claims", "gold_within_budget")} | {
+        "runs": [{k: r.get(k) for k in ("name", "status", "figures", "vs_reference")} for r in result["runs"]]}
+
+
+def write(result: dict, docs: Path) -> None:
+    docs.mkdir(parents=True, exist_ok=True)
+    base._write_json(docs / f"{NAME}.json", result)
+    (docs / f"{NAME}.md").write_text(render(result), encoding="utf-8")
+    base._say(f"wrote {docs / (NAME + '.md')} and .json")
+
+
+def check(archive: Path, docs: Path) -> int:
+    """Re-score the archive alone and compare with docs/results/learning-financebench.json: 0 when all agree."""
+    stored = base._read_json(docs / f"{NAME}.json")
+    if stored is None:
+        print(f"results: {docs / (NAME + '.json')} is missing; run `scripts/results.sh {NAME}` first")
+        return 1
+    fresh = score_learning(archive / NAME)
+    for line in [*headline_lines(fresh), *run_lines(fresh)]:
+        print(line)
+    print(f"- {fresh['claims'][0]['claim']}: {fresh['claims'][0]['verdict']}")
+    old, new = figures(stored), figures(fresh)
+    differ = [key for key in new if new[key] != old.get(key)]
+    if differ:
+        print(f"results: {NAME}: the stored figures differ for {', '.join(differ)}")
+        return 1
+    print(f"results: {NAME}: the archive re-scores to the same figures")
+    return 0
+
+
+def list_steps() -> None:
+    print(f"{NAME}: {TITLE}")
+    for step in STEPS:
+        print(f"  {step.name:14s} {step.label}: {shown_command(step)}")
+
+
+def main(root: Path, docs: Path, archive: Path, *, check_only: bool = False, score_only: bool = False,
+         threads: int = 2) -> int:
+    """Run (unless score_only) the steps that have not finished, archive, and write the table; or --check."""
+    if check_only:
+        return check(archive, docs)
+    if not score_only:
+        base.prepare_suite(root, "financebench")
+        for step in STEPS:
+            run_step(step, root, threads)
+    with tempfile.TemporaryDirectory() as nothing:  # nothing live to archive when the root does not exist
+        target = archive_learning(root if root.is_dir() else Path(nothing), archive)
+    if not (target / "split.json").is_file():
+        base._say(f"{NAME}: nothing to score yet ({root / 'learning/split/split.json'} is missing); wrote nothing")
+        return 0
+    write(score_learning(target), docs)
+    return 0
