@@ -177,11 +177,29 @@ def archive_learning(root: Path, archive: Path) -> Path:
     for step in STEPS:
         run = root / step.output
         if step.run and (run / "run.json").is_file() and base._done(run):
-            base.archive_run(run, root, target, "heldout")  # run.json's questions: ../heldout/questions.jsonl
+            archived = base.archive_run(run, root, target, "heldout")  # its questions: ../heldout/questions.jsonl
+            if base._read_json(run / "run_summary.json") is not None:  # its own timing, for a run made by hand
+                (archived / "run_summary.json").write_text(_scrubbed(run / "run_summary.json", root), encoding="utf-8")
     return target
 
 
 # ------------------------------------------------------------------ scoring
+
+def own_seconds(step: Step, target: Path) -> float | None:
+    """What a step's command reported as its own time (for a step run by hand, not timed by this script).
+
+    mine and a run: run_summary.json's seconds over every call; train: the training loop's seconds
+    (model loading excluded); retrieval-eval reports none.
+    """
+    if step.name == "train":
+        train = base._read_json(target / "train.json") or base._read_json(target / "adapter" / "card.json")
+        return train["training"]["seconds"] if train else None
+    summary = base._read_json(target / ("silver/summary.json" if step.name == "mine" else
+                                        f"{Path(step.output).name}/run_summary.json"))
+    if not isinstance(summary, dict) or summary.get("seconds") is None:
+        return None
+    return round(sum(c.get("seconds") or 0.0 for c in [summary, *summary.get("earlier_calls", [])]), 1)
+
 
 def claim_verdict(difference: float, p: float, n: int) -> str:
     """results.py's rule: significant one way, significant the other way, or too few discordant pairs at n."""
@@ -281,7 +299,8 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
                 episodes_by[step.name] = {e.id: e for e in episodes if e.id is not None}
         rows.append({**entry, "figures": base.row_figures(items, report, "correct"),
                      "status": "complete" if complete else f"partial: {base._done(run)} of {len(items)} answered",
-                     "wall_s": round(sum(s["seconds"] for s in segments), 1), "segments": segments})
+                     "wall_s": round(sum(s["seconds"] for s in segments), 1) if segments else
+                     own_seconds(step, target) or 0.0, "segments": segments})
     if "bm25-base" in items_by and "bm25-tuned" in items_by:
         test = compare_items(items_by["bm25-tuned"], items_by["bm25-base"], verdict="correct")
         rows[1]["vs_reference"] = {k: base._round(test[k]) if isinstance(test[k], float) else test[k]
@@ -326,7 +345,8 @@ def score_learning(target: Path) -> dict:
         "gold_within_budget": budget, "runs": runs,
         "steps": [{"name": s.name, "label": s.label,
                    "command": (steps.get(s.name) or {}).get("command") or shown_command(s),
-                   "segments": (steps.get(s.name) or {}).get("segments", [])} for s in STEPS],
+                   "segments": (steps.get(s.name) or {}).get("segments", []),
+                   "own_seconds": own_seconds(s, target)} for s in STEPS],
         "min_discordant_for_p05": base.min_discordant(), "notes": notes,
     }
 
@@ -406,7 +426,9 @@ def render(result: dict) -> str:
         segs = s["segments"]
         timed = (f"{sum(x['seconds'] for x in segs):.0f} s | " + ", ".join(
             f"{x['load_start'][0]:.1f}→{x['load_end'][0]:.1f}" for x in segs) + " | "
-                 + ", ".join(sorted({x["commit"] for x in segs})) if segs else "not timed by this script | | ")
+                 + ", ".join(sorted({x["commit"] for x in segs})) if segs else
+                 "run by hand, not timed by this script" + (f" (its own report: {s['own_seconds']:.0f} s"
+                 + (", model loading excluded)" if s["name"] == "train" else ")") if s["own_seconds"] else "") + " | | ")
         lines.append(f"| {s['label']} | `{s['command']}` | {timed} |")
     lines += ["", "The stop-rule rows (`dossier train stop`, then a `--stop-rule` run) are not in this table yet."]
     lines += [f"\nNote: {note}" for note in result["notes"]]

@@ -69,14 +69,25 @@ def make_root(root, base_hits=(1, 1, 0, 0, 0, 0, 0, 0, 0, 0), tuned_hits=(1, 1, 
     return root
 
 
-def _store_run(root, name, answers):
-    """A finished `dossier run` directory on the held-out questions (predictions only, no trajectories)."""
+def _store_run(root, name, answers, first_hits=None, later_hits=None):
+    """A finished `dossier run` directory on the held-out questions; with hit lists, trajectories of two
+    searches a question (each returns the gold page where its list says 1, another page where 0)."""
     run = root / "runs" / f"learning-{name}"
     _write(run / "run.json", {"agent": "bm25", "model": "qwen2.5-1.5b",
                               "questions": str(root / "learning/split/heldout.jsonl")})
     lines = [{"id": q["id"], "question": q["question"], "answer": [a], "citations": [q["evidence"][0]],
               "iterations": 1} for q, a in zip(_questions(), answers)]
     _write(run / "predictions.jsonl", "".join(json.dumps(p) + "\n" for p in lines))
+    if first_hits is None:
+        return
+    episodes = []
+    for q, first, later in zip(_questions(), first_hits, later_hits):
+        gold, other = q["evidence"][0], {"document": "doc9", "page": 99}
+        searches = [{"tool_call": {"name": "search", "arguments": {"query": f"search {n}"}},
+                     "tool_result": {"pages": [gold if hit else other]}} for n, hit in enumerate((first, later))]
+        episodes.append({"id": q["id"], "question": q["question"], "steps": [*searches, {
+            "tool_call": {"name": "answer", "arguments": {"answer": "x", "citations": []}}}]})
+    _write(run / "trajectories.jsonl", "".join(json.dumps(e) + "\n" for e in episodes))
 
 
 def _table(tmp_path, **hits):
@@ -98,6 +109,8 @@ def test_headline_is_recomputed_from_the_per_question_hits(tmp_path):
     assert "at least 6 discordant questions" in markdown and "1234.5 s" in markdown and "4527 MiB" in markdown
     assert "runs/results/learning/adapter --heldout-share 0" in markdown  # the exact command, no machine path
     assert "not run yet" in markdown  # the bm25 rows
+    assert "not timed by this script (its own report: 35 s)" in markdown  # mine, run by hand
+    assert "(its own report: 1234 s, model loading excluded)" in markdown  # train
 
 
 @pytest.mark.parametrize("base_hits, tuned_hits, verdict", [
@@ -224,3 +237,21 @@ def test_the_table_is_listed_beside_the_others(capsys):
     out = capsys.readouterr().out
     assert out.startswith("learning-financebench:") and "dossier train queries -t runs/results/learning/silver" in out
     assert "madqa-sample" not in out
+
+
+def test_gold_within_budget_is_compared_from_the_runs_trajectories(tmp_path):
+    root = make_root(tmp_path / "runs" / "results")
+    _store_run(root, "bm25-base", ["x"] * N, first_hits=[0] * N, later_hits=[1, 1, 1] + [0] * 7)
+    _store_run(root, "bm25-tuned", ["x"] * N, first_hits=[1] * 6 + [0] * 4, later_hits=[0] * N)
+    docs = tmp_path / "docs"
+    learning.main(root, docs, docs / "runs", score_only=True)
+    budget = json.loads((docs / "learning-financebench.json").read_text())["gold_within_budget"]
+    assert budget["n"] == N
+    assert budget["first_hit"]["base"]["hits"] == 0 and budget["first_hit"]["tuned"]["hits"] == 6
+    assert budget["hit_within_budget"]["base"]["hits"] == 3 and budget["hit_within_budget"]["tuned"]["hits"] == 6
+    assert budget["hit_within_budget"]["only_tuned"] == 3 and budget["hit_within_budget"]["only_base"] == 0
+    markdown = (docs / "learning-financebench.md").read_text()
+    assert "a gold page found within the run's budget: base 3/10 = 30.0 %" in markdown
+    archived = docs / "runs" / "learning-financebench" / "learning-bm25-tuned"
+    assert (archived / "trajectories.jsonl.gz").is_file()
+    assert learning.main(tmp_path / "nowhere", docs, docs / "runs", check_only=True) == 0
