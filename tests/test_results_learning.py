@@ -39,9 +39,9 @@ def _card(root):
             "data": {"runs": [str(root / "learning" / "silver")], "episodes_by_source": {"silver": 66},
                      "pairs_by_source": {"silver": 66}, "filters": {"silver_variants": 1, "sources": ["silver"]},
                      "split": {"seed": 0, "heldout_share": 0.0, "train_pairs": 66, "heldout_pairs": 0}},
-            "agent": {"k": 5}, "lora": {"top_layers": 4, "batch_size": 2, "grad_accum": 1, "max_steps": 24,
+            "agent": {"k": 5}, "lora": {"top_layers": 4, "batch_size": 2, "grad_accum": 1, "max_steps": -1, "epochs": 2.0,
                                         "learning_rate": 0.001, "bf16": True},
-            "training": {"steps": 24, "seconds": 1234.5, "device": "cpu", "peak_rss_mib": 4527.2,
+            "training": {"steps": 66, "seconds": 1234.5, "device": "cpu", "peak_rss_mib": 4527.2,
                          "train_losses": [{"step": 1, "loss": 3.05}, {"step": 24, "loss": 2.43}], "eval_losses": [],
                          "initial_eval_loss": None, "trainable_parameters": 1000, "total_parameters": 1_500_000}}
 
@@ -167,10 +167,10 @@ def test_check_fails_when_the_archived_hits_change(tmp_path, capsys):
 def test_a_card_that_disagrees_with_the_written_command_is_said(tmp_path):
     root = make_root(tmp_path / "runs" / "results")
     card = json.loads((root / "learning/train.json").read_text())
-    card["lora"]["max_steps"] = 12
+    card["lora"]["epochs"] = 3.0
     (root / "learning/train.json").write_text(json.dumps(card))
     learning.main(root, tmp_path / "docs", tmp_path / "docs" / "runs", score_only=True)
-    assert "--max-steps is 24 here but 12 in the adapter's card" in (tmp_path / "docs/learning-financebench.md").read_text()
+    assert "--epochs is 2 here but 3.0 in the adapter's card" in (tmp_path / "docs/learning-financebench.md").read_text()
 
 
 def test_whole_runs_are_scored_and_compared_when_archived(tmp_path):
