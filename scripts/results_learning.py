@@ -18,7 +18,8 @@ silver summary, train.json, the adapter's card.json and README.md, the retrieval
 per-question hits, steps.json and the two bm25 runs. `docs/results/learning-financebench.md/.json` are
 rendered from that archive alone: first-query hit@5 base -> tuned with Wilson intervals and an exact
 McNemar test, and the claim's verdict by results.py's rule; gold within budget and whole-run accuracy
-and Kuiper once the bm25 runs are archived. The flags were fixed before any step ran on these questions.
+and Kuiper once the bm25 runs are archived. Each step's exact command is in the table, and the adapter's
+card is checked against the train step's flags (a difference is printed as a note).
 
 Usage (through scripts/results.py, which hands this table to `main` here):
     scripts/results.sh learning-financebench               # run or resume the steps; write the table
