@@ -276,6 +276,15 @@ def card_disagreements(card: dict) -> list[str]:
     return out
 
 
+def step_command(step: Step, steps: dict, target: Path) -> str:
+    """The command steps.json recorded for a step, else the step's own (a run's with the threads it ran with)."""
+    recorded = (steps.get(step.name) or {}).get("command")
+    if recorded:
+        return recorded
+    run_json = base._read_json(target / Path(step.output).name / "run.json") if step.run else None
+    return shown_command(step, ((run_json or {}).get("engine") or {}).get("cpu_threads") or 2)
+
+
 def run_rows(target: Path) -> tuple[list[dict], dict | None]:
     """(the bm25 runs' rows as results.py renders them, gold-within-budget base vs tuned or None)."""
     from engine.eval.compare import compare_items
@@ -285,8 +294,7 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
     rows, items_by, episodes_by, questions = [], {}, {}, None
     for step in (s for s in STEPS if s.run):
         run = target / Path(step.output).name
-        entry = {"name": step.name, "label": step.label,
-                 "command": (steps.get(step.name) or {}).get("command") or shown_command(step)}
+        entry = {"name": step.name, "label": step.label, "command": step_command(step, steps, target)}
         segments = (steps.get(step.name) or {}).get("segments", [])
         if not (run / "run.json").is_file() or not base._done(run):
             rows.append({**entry, "status": "not run yet"})
@@ -299,9 +307,10 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
             if episodes:  # a run without trajectories says nothing about its searches
                 episodes_by[step.name] = {e.id: e for e in episodes if e.id is not None}
         rows.append({**entry, "figures": base.row_figures(items, report, "correct"),
-                     "status": "complete" if complete else f"partial: {base._done(run)} of {len(items)} answered",
+                     "status": "complete" if complete else
+                     f"partial: {base._done(run)} of {len(items)} answered (the rest count as wrong)",
                      "wall_s": round(sum(s["seconds"] for s in segments), 1) if segments else
-                     own_seconds(step, target) or 0.0, "segments": segments})
+                     own_seconds(step, target), "segments": segments})
     if "bm25-base" in items_by and "bm25-tuned" in items_by:
         test = compare_items(items_by["bm25-tuned"], items_by["bm25-base"], verdict="correct")
         rows[1]["vs_reference"] = {k: base._round(test[k]) if isinstance(test[k], float) else test[k]
@@ -345,7 +354,7 @@ def score_learning(target: Path) -> dict:
         "claims": [{"claim": CLAIM, "verdict": first["verdict"] if first else "not tested yet: heldout-hits has not run"}],
         "gold_within_budget": budget, "runs": runs,
         "steps": [{"name": s.name, "label": s.label,
-                   "command": (steps.get(s.name) or {}).get("command") or shown_command(s),
+                   "command": step_command(s, steps, target),
                    "segments": (steps.get(s.name) or {}).get("segments", []),
                    "own_seconds": own_seconds(s, target)} for s in STEPS],
         "min_discordant_for_p05": base.min_discordant(), "notes": notes,
@@ -377,7 +386,10 @@ def run_lines(result: dict) -> list[str]:
     return ["| row | accuracy [95 % Wilson] | exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
             "searches/q | first query hit a gold page | vs base (McNemar, κ) | wall | status |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
-            *base.figures_rows({"rows": [{"wall_s": 0.0, **r} for r in result["runs"]], "reference": "bm25-base"})]
+            *(line.replace(" | 0 s | ", " | not timed | ") if r.get("figures") and r.get("wall_s") is None else line
+              for r, line in zip(result["runs"], base.figures_rows(
+                  {"rows": [{**r, "wall_s": r.get("wall_s") or 0.0} for r in result["runs"]],
+                   "reference": "bm25-base"})))]
 
 
 def render(result: dict) -> str:

@@ -73,7 +73,7 @@ def _store_run(root, name, answers, first_hits=None, later_hits=None):
     """A finished `dossier run` directory on the held-out questions; with hit lists, trajectories of two
     searches a question (each returns the gold page where its list says 1, another page where 0)."""
     run = root / "runs" / f"learning-{name}"
-    _write(run / "run.json", {"agent": "bm25", "model": "qwen2.5-1.5b",
+    _write(run / "run.json", {"agent": "bm25", "model": "qwen2.5-1.5b", "engine": {"cpu_threads": 1},
                               "questions": str(root / "learning/split/heldout.jsonl")})
     lines = [{"id": q["id"], "question": q["question"], "answer": [a], "citations": [q["evidence"][0]],
               "iterations": 1} for q, a in zip(_questions(), answers)]
@@ -186,7 +186,9 @@ def test_whole_runs_are_scored_and_compared_when_archived(tmp_path):
     assert result["gold_within_budget"] is None  # no trajectories: nothing said about searches
     archived = docs / "runs" / "learning-financebench" / "learning-bm25-base"
     assert json.loads((archived / "run.json").read_text())["questions"] == "../heldout/questions.jsonl"
-    assert "3/10 = 30.0 %" in (docs / "learning-financebench.md").read_text()
+    markdown = (docs / "learning-financebench.md").read_text()
+    assert "3/10 = 30.0 %" in markdown and "| not timed | complete |" in markdown  # run by hand, no summary
+    assert "--out runs/results/runs/learning-bm25-base --threads 1 --format json`" in markdown  # as it ran
     assert learning.main(root, docs, docs / "runs", check_only=True) == 0
 
 
