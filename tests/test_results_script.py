@@ -165,6 +165,7 @@ def test_a_limited_table_scores_only_the_questions_it_ran(tmp_path, monkeypatch)
 def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is_missing(tmp_path, monkeypatch):
     """judge_row judges each answer the two-stage rule sends to the judge once; scoring reads the cache only."""
     import engine.eval.judging as judging
+    from engine.core.config import EngineConfig
     from engine.eval.judge import Verdict
 
     spec = results.JudgeSpec("judge-model", "int8", "float32", "calibration.json")
@@ -183,7 +184,8 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
 
     class ScriptedJudge:
         def __init__(self, model, engine_kwargs):
-            assert engine_kwargs == {"dtype": "float32", "threads": 1, "quantization": "int8"}
+            assert engine_kwargs == {"dtype": "float32", "cpu_threads": 1, "quantization": "int8"}
+            EngineConfig(**engine_kwargs)  # real fields of the engine's config
             self.model, self.unparsed = model, 0
 
         def judge_all(self, items, on_verdict):

@@ -85,7 +85,7 @@ class BatchedJudge:
 
     Args:
         model: what `Engine.from_pretrained` accepts (a packaged name, "default", a folder, a .gguf file).
-        engine_kwargs: EngineConfig fields (threads, dtype, quantization, kv_cache_gib).
+        engine_kwargs: EngineConfig fields (cpu_threads, dtype, quantization, kv_cache_gib).
         in_flight: prompts submitted at once (the engine batches them).
     """
 
