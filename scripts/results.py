@@ -99,6 +99,7 @@ class Table:
     claims: tuple[Claim, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     budget_row: str | None = None  # a --max-rounds-sweep row whose budget curve tests Q-Guide's T claim
+    effort_row: str | None = None  # a row whose Kuiper statistic tests MADQA's "effort is poorly calibrated"
     judge: JudgeSpec | None = None  # also score accuracy with this local LLM judge (Rogan-Gladen corrected)
 
 
@@ -136,14 +137,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "(2026-12-01, 2 threads) float32 answered 6/20, int8 5/20 and int4 3/20. So differences of a few "
                  "questions here are arithmetic noise, and none of these rows differs significantly from float32.")),
     Table("madqa-sample", "MADQA's agent and baselines on the sample suite (20 questions)", "sample", "bm25",
-          _madqa_rows(), claims=_MADQA_CLAIMS,
+          _madqa_rows(), claims=_MADQA_CLAIMS, effort_row="bm25",
           notes=("The same rows run on another machine (an AVX2 AMD EPYC, 2 threads, 2026-12-01; those run directories "
                  "were not archived) gave bm25 5/20, guided 8/20, rag 17/20, oracle 18/20 and closed-book 4/20: up to "
                  "two questions a row from these. Greedy decoding in other arithmetic (SIMD width, thread count) parts "
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
                  "the claim's verdict is the same on both machines.",)),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
-          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE),
+          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE, effort_row="bm25"),
     Table("qguide-sample", "Q-Guide on its sample suite: round budgets, leave-one-tool-out, direct prompting", "qguide",
           "qguide",
           (Row("qguide", "qguide-sweep-1.5b-int8", "Q-Guide, T_max = 6 with the answers at T = 1..6 recorded",
@@ -184,6 +185,8 @@ def check_tables() -> None:
             for name in (claim.better, claim.worse):
                 if name not in names:
                     raise ValueError(f"table {table.name}: claim row {name!r} is not a row")
+        if table.effort_row and table.effort_row not in names:
+            raise ValueError(f"table {table.name}: effort row {table.effort_row!r} is not a row")
         if table.budget_row and table.budget_row not in names:
             raise ValueError(f"table {table.name}: budget row {table.budget_row!r} is not a row")
         for row in table.rows:
@@ -471,6 +474,7 @@ def row_figures(items, report: dict, verdict: str) -> dict:
         "page_f1": _round(report.get("page_f1")), "doc_f1": _round(report.get("doc_f1")),
         "kuiper": _round(report.get("kuiper")), "kuiper_ci": [_round(x) for x in report["kuiper_ci"]]
         if report.get("kuiper_ci") else None, "kuiper_undefined": report.get("kuiper_undefined"),
+        "kuiper_p": _round(report.get("kuiper_p_value")), "wasted_effort_ratio": _round(report.get("wasted_effort_ratio")),
         "searches_per_question": _round(behaviour.get("searches_per_question")),
         "first_query_page_hit": _round(first.get("page_hit_rate", first.get("page_hit"))),
         "taxonomy": taxonomy,
@@ -559,6 +563,8 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
         else:
             claims.append({"claim": claim.text, "better": claim.better, "worse": claim.worse,
                            "verdict": "not tested yet: a row has not run to the end"})
+    if table.effort_row:
+        claims.append(effort_claim(rows, table.effort_row))
     if table.budget_row:
         claim = budget_claim(rows, table.budget_row)
         claims.append(claim or {"claim": "accuracy rises with T and saturates near 3 (Q-Guide's budget curve)",
@@ -652,7 +658,10 @@ def render_markdown(result: dict) -> str:
             detail = (f" ({c['better']} − {c['worse']} = {100 * c['difference']:+.1f} pts, discordant "
                       f"{c['discordant'][0]}/{c['discordant'][1]}, McNemar p = {c['mcnemar_p']:.3g})"
                       if "difference" in c else
-                      f" (right at T = 1..{len(c['curve'])}: {', '.join(map(str, c['curve']))})" if "curve" in c else "")
+                      f" (right at T = 1..{len(c['curve'])}: {', '.join(map(str, c['curve']))})" if "curve" in c else
+                      f" ({c['better']}: Kuiper {c['kuiper']:.2f}, permutation p = {c['kuiper_p']:.3g}, wrong answers "
+                      f"took {c['wasted_effort_ratio']:.2f}x the steps of right ones)"
+                      if c.get("kuiper") is not None and c.get("wasted_effort_ratio") is not None else "")
             lines.append(f"- {c['claim']}: **{c['verdict']}**{detail}")
         lines.append("")
     extra = []
@@ -708,6 +717,29 @@ def qguide_lines(q: dict) -> list[str]:
         lines.append(f"tools offered {', '.join(q.get('tools_offered') or [])}; calls " + (", ".join(
             f"{k} {v}" for k, v in q["tool_calls"].items()) or "none") + f"; mean turns {_num(q.get('mean_turns'))}")
     return lines
+
+
+EFFORT_CLAIM = "effort is poorly calibrated (MADQA: accuracy falls as the agent's steps rise; Kuiper's permutation test)"
+
+
+def effort_claim(rows: list[dict], row_name: str) -> dict:
+    """The verdict on MADQA's "effort is poorly calibrated" from a row's Kuiper statistic and its permutation test.
+
+    MADQA compares agents' Kuiper with humans' (14.6 against 25.8-73.2); with no human run here the claim is
+    tested within the row: reproduced when the permutation test rejects "accuracy does not depend on the
+    step count" (p < 0.05) and wrong answers took more steps than right ones (wasted-effort ratio > 1).
+    """
+    claim = {"claim": EFFORT_CLAIM, "better": row_name, "worse": row_name}
+    entry = next((r for r in rows if r["name"] == row_name and r.get("status") == "complete"), None)
+    if entry is None:
+        return claim | {"verdict": "not tested yet: a row has not run to the end"}
+    f = entry["figures"]
+    claim |= {"kuiper": f["kuiper"], "kuiper_p": f.get("kuiper_p"), "wasted_effort_ratio": f.get("wasted_effort_ratio")}
+    if f["kuiper"] is None or f.get("kuiper_p") is None:
+        return claim | {"verdict": f"not testable: Kuiper is undefined ({f.get('kuiper_undefined') or 'no effort'})"}
+    if f["kuiper_p"] < 0.05 and (f.get("wasted_effort_ratio") or 0) > 1:
+        return claim | {"verdict": "reproduced"}
+    return claim | {"verdict": f"inconclusive at n = {f['n']}"}
 
 
 def budget_claim(items_rows: list[dict], row_name: str) -> dict | None:

@@ -211,3 +211,16 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
     assert (docs / "runs" / "sample" / "judge_cache-judge-model.jsonl").is_file()  # archived beside the runs
     results.write_table(result, docs)
     assert results.main(["judged", "--check", "--root", str(tmp_path / "none"), "--docs", str(docs)]) == 0
+
+
+def test_the_effort_claim_reads_the_kuiper_permutation_test():
+    """MADQA's "effort is poorly calibrated": reproduced only when the permutation test and the wasted effort agree."""
+    def rows(**figures):
+        return [{"name": "bm25", "status": "complete", "figures": {"n": 50, "kuiper": 2.0, "kuiper_undefined": None,
+                                                                   **figures}}]
+
+    assert results.effort_claim(rows(kuiper_p=0.01, wasted_effort_ratio=1.8), "bm25")["verdict"] == "reproduced"
+    assert results.effort_claim(rows(kuiper_p=0.01, wasted_effort_ratio=0.7), "bm25")["verdict"] == "inconclusive at n = 50"
+    assert results.effort_claim(rows(kuiper_p=0.3, wasted_effort_ratio=1.8), "bm25")["verdict"] == "inconclusive at n = 50"
+    assert results.effort_claim(rows(kuiper_p=None, kuiper=None), "bm25")["verdict"].startswith("not testable")
+    assert results.effort_claim([], "bm25")["verdict"].startswith("not tested yet")
