@@ -431,28 +431,34 @@ def score_row(run: Path, verdict: str, limit: int | None = None, judge: JudgeSpe
 
     `run` is a run directory or its archive (trajectories.jsonl.gz is read through a temporary copy).
     With `limit`, only the suite's first `limit` questions are gold, as `dossier run --limit` ran them.
-    With `judge`, the judge's verdicts are read from `judge_cache` (never from the model) and corrected with
-    its calibration (under `docs`); report["judge_missing"] counts answers with no verdict there (then the
-    judge's accuracy is not computed).
+    With `judge`, the run is scored a second time, its judge's verdicts read from `judge_cache` (never from
+    the model) and corrected with its calibration (under `docs`): report["judge"] holds that pass's accuracy
+    (raw and Rogan-Gladen corrected) and how many answers had no verdict (then no judge accuracy). Every other
+    figure, and the items, stay ANLS*'s: the judge does not change the table's verdict, Kuiper or taxonomy.
     """
     from engine.eval.calibration import JudgeCalibration
     from engine.eval.evaluate import EvalConfig, evaluate
     from engine.eval.judging import JudgeCache, items_to_judge, judge_key, load_calibration
 
     questions, predictions, episodes, errors = _row_inputs(run, limit)
-    config = EvalConfig(bootstrap=1000, seed=0)
-    missing = None
+    result = evaluate(questions, predictions, episodes, EvalConfig(bootstrap=1000, seed=0), errors)
     if judge is not None:
         cache = JudgeCache(judge_cache)
         missing = sum(1 for item in set(items_to_judge(questions, predictions))
                       if cache.get(item.key(judge.model)) is None)
+        summary = {"missing": missing, "correct": None, "raw": None, "accuracy": None, "accuracy_ci": None,
+                   "calls": None}
         if not missing:
             stored = load_calibration((docs or ROOT / "docs" / "results") / judge.calibration)
-            config.calibration = JudgeCalibration(q1=stored["q1"], q0=stored["q0"], m1=stored["m1"], m0=stored["m0"])
-            config.judge = lambda q, gold, answer: cache.get(judge_key(judge.model, q, gold, answer))
-    result = evaluate(questions, predictions, episodes, config, errors)
-    if judge is not None:
-        result.report["judge_missing"] = missing
+            judged = evaluate(questions, predictions, None, EvalConfig(
+                bootstrap=0, judge=lambda q, gold, answer: cache.get(judge_key(judge.model, q, gold, answer)),
+                calibration=JudgeCalibration(q1=stored["q1"], q0=stored["q0"], m1=stored["m1"], m0=stored["m0"])))
+            report = judged.report
+            summary.update(correct=sum(1 for i in judged.items if i.correct), raw=_round(report["semantic_raw"]),
+                           accuracy=_round(report["semantic_accuracy"]),
+                           accuracy_ci=[_round(x) for x in report["semantic_accuracy_ci"]]
+                           if report.get("semantic_accuracy_ci") else None, calls=report["judge_calls"])
+        result.report["judge_summary"] = summary
     return result.items, result.report
 
 
@@ -481,11 +487,7 @@ def row_figures(items, report: dict, verdict: str) -> dict:
         "mudabench_coverage": report.get("mudabench_coverage"),
         "qguide": report.get("qguide"),
         "workflow_stages": report.get("workflow_stages"),
-        **({"judge": {"missing": report["judge_missing"], "raw": _round(report.get("semantic_raw")),
-                      "accuracy": _round(report.get("semantic_accuracy")),
-                      "accuracy_ci": [_round(x) for x in report["semantic_accuracy_ci"]]
-                      if report.get("semantic_accuracy_ci") else None,
-                      "calls": report.get("judge_calls")}} if "judge_missing" in report else {}),
+        **({"judge": report["judge_summary"]} if "judge_summary" in report else {}),
     }
 
 

@@ -206,8 +206,10 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
 
     result = results.score_table(table, root, docs / "runs")
     a, b = (r["figures"]["judge"] for r in result["rows"])
-    assert a == {"missing": 0, "raw": 1.0, "accuracy": 1.0, "accuracy_ci": a["accuracy_ci"], "calls": 1}
-    assert b["raw"] == round(2 / 3, 4) and b["calls"] == 2  # "48 250 USD" judged incorrect
+    assert a == {"missing": 0, "correct": 3, "raw": 1.0, "accuracy": 1.0, "accuracy_ci": a["accuracy_ci"], "calls": 1}
+    assert b["raw"] == round(2 / 3, 4) and b["calls"] == 2 and b["correct"] == 2  # "48 250 USD" judged incorrect
+    # the judge is a column of its own: ANLS*'s verdicts still make the accuracy, Kuiper and the tests
+    assert result["rows"][0]["figures"]["correct"] == 2  # "25 dollars" for "$25": the judge accepts it, ANLS* does not
     assert (docs / "runs" / "sample" / "judge_cache-judge-model.jsonl").is_file()  # archived beside the runs
     results.write_table(result, docs)
     assert results.main(["judged", "--check", "--root", str(tmp_path / "none"), "--docs", str(docs)]) == 0
