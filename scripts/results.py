@@ -601,7 +601,7 @@ def figures_rows(result: dict) -> list[str]:
     for r in result["rows"]:
         f = r.get("figures")
         if not f:
-            out.append(f"| {r['label']} | {r['status']} |" + " |" * (10 + judged))
+            out.append(f"| {r['label']} | {r['status']} |" + " |" * (9 + judged))
             continue
         judge = ""
         if judged:

@@ -180,7 +180,8 @@ def test_whole_runs_are_scored_and_compared_when_archived(tmp_path):
     docs = tmp_path / "docs"
     learning.main(root, docs, docs / "runs", score_only=True)
     result = json.loads((docs / "learning-financebench.json").read_text())
-    base_row, tuned_row = result["runs"]
+    base_row, tuned_row, stop_row = result["runs"]
+    assert stop_row["status"] == "not run yet"  # the stop-rule run is its own row, compared with base when run
     assert base_row["figures"]["correct"] == 1 and tuned_row["figures"]["correct"] == 3
     assert tuned_row["vs_reference"]["only_a_correct"] == 2 and tuned_row["vs_reference"]["only_b_correct"] == 0
     assert result["gold_within_budget"] is None  # no trajectories: nothing said about searches
@@ -257,3 +258,18 @@ def test_gold_within_budget_is_compared_from_the_runs_trajectories(tmp_path):
     archived = docs / "runs" / "learning-financebench" / "learning-bm25-tuned"
     assert (archived / "trajectories.jsonl.gz").is_file()
     assert learning.main(tmp_path / "nowhere", docs, docs / "runs", check_only=True) == 0
+
+
+def test_the_stop_rule_fit_is_read_from_train_stops_json():
+    fit = {"kind": "logistic", "threshold": 0.15667, "train": {
+        "episodes": 68, "searches": 499, "label_wont_help": 495, "auc": 0.96464,
+        "simulation": {"searches_per_question": 7.3382, "searches_per_question_with_rule": 1.7206, "gold_pages_lost": 0}}}
+    stop = learning.stop_figures(fit)
+    assert stop == {"kind": "logistic", "threshold": 0.1567, "episodes": 68, "searches": 499, "wont_help": 495,
+                    "auc": 0.9646, "searches_per_question": 7.3382, "searches_per_question_with_rule": 1.7206,
+                    "gold_pages_lost": 0}
+    assert learning.stop_figures(None) is None
+    assert [s.name for s in learning.STEPS][-2:] == ["stop", "bm25-stop"]
+    stop_step = learning.STEPS[-2]
+    assert "--questions" in stop_step.args and stop_step.args[stop_step.args.index("--questions") + 1].endswith(
+        "learning/split/train.jsonl")  # fitted on training questions only, never the held-out ones
