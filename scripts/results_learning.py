@@ -342,7 +342,7 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
                                    for k in ("n_paired", "difference", "only_a_correct", "only_b_correct",
                                              "mcnemar_p", "cohen_kappa")}
     budget = None
-    if len(episodes_by) == 2:
+    if "bm25-base" in episodes_by and "bm25-tuned" in episodes_by:  # the stop-rule run does not count here
         searches = compare_searches(questions, episodes_by["bm25-base"], episodes_by["bm25-tuned"])
         budget = {key: {"base": {**searches[key]["a"], "rate": base._round(searches[key]["a"]["rate"]),
                                  "ci": [base._round(x) for x in searches[key]["a"]["ci"]]},
