@@ -274,10 +274,16 @@ def registered(agent: str) -> bool:
     return agent in agent_names()
 
 
-def run_row(table: Table, row: Row, root: Path, threads: int) -> None:
-    """Run (or resume) one row's run, appending a timed segment to its results_row.json."""
+def run_row(table: Table, row: Row, root: Path, threads: int, archive: Path | None = None) -> None:
+    """Run (or resume) one row's run, appending a timed segment to its results_row.json.
+
+    A row archived in the repository but absent under `root` (a fresh checkout, another machine)
+    is first brought back from `archive`: a complete one is not run again, a partial one resumes.
+    """
     questions, corpus = prepare_suite(root, table.suite)
     run = root / "runs" / f"{table.suite}-{row.id}"
+    if archive is not None:
+        restore_run(archive_dir(archive, table, row), run, root, questions)
     want = _questions_count(questions, table.limit)
     if _done(run) >= want:
         _say(f"{table.name} / {row.id}: complete ({want} predictions)")
@@ -385,6 +391,35 @@ def archive_run(run: Path, root: Path, archive: Path, suite: str) -> Path:
     if state is not None:
         _write_json(target / "results_row.json", json.loads(json.dumps(state).replace(str(root), "runs/results")))
     return target
+
+
+def restore_run(archived: Path, run: Path, root: Path, questions: Path) -> bool:
+    """Bring an archived run back as a resumable run directory under `root`, undoing `archive_run`.
+
+    Nothing happens when `run` already holds predictions or the archive has none. The suite's
+    questions must be the ones the run was archived with (else resuming would mix two suites).
+    Returns whether it restored.
+    """
+    if (run / "predictions.jsonl").is_file() or not (archived / "predictions.jsonl").is_file():
+        return False
+    kept = archived.parent / Path(_read_json(archived / "run.json").get("questions", "")).parent.name / "questions.jsonl"
+    if kept.is_file() and kept.read_bytes() != questions.read_bytes():
+        raise SystemExit(f"results: {archived} was run on other questions than {questions}; "
+                         "move that archive aside to run the row afresh")
+    here = str(root.resolve()).encode()
+    run.mkdir(parents=True, exist_ok=True)
+    run_json = json.loads(json.dumps(_read_json(archived / "run.json")).replace("runs/results", here.decode()))
+    run_json["questions"] = str(questions.resolve())
+    _write_json(run / "run.json", run_json)
+    if (archived / "trajectories.jsonl.gz").is_file():
+        with gzip.open(archived / "trajectories.jsonl.gz", "rb") as src:
+            (run / "trajectories.jsonl").write_bytes(src.read().replace(b"runs/results", here))
+    (run / "predictions.jsonl").write_bytes((archived / "predictions.jsonl").read_bytes().replace(b"runs/results", here))
+    for name in ("results_row.json", "run_summary.json"):  # commands there are already written with runs/results
+        if (archived / name).is_file():
+            shutil.copyfile(archived / name, run / name)
+    _say(f"results: restored {run.name} from the archive ({_done(run)} predictions)")
+    return True
 
 
 def _auto_dtype() -> str:
@@ -861,7 +896,7 @@ def main(argv: list[str] | None = None) -> int:
             if row.requires_agent and not registered(row.requires_agent):
                 _say(f"{table.name} / {row.id}: skipped, agent {row.requires_agent!r} is not registered at this commit")
                 continue
-            run_row(table, row, args.root, args.threads)
+            run_row(table, row, args.root, args.threads, archive)
             if table.judge is not None and not args.no_judge:
                 judge_row(table, row, args.root, args.threads)
         write_table(score_table(table, args.root, archive), args.docs)

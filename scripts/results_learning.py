@@ -13,9 +13,14 @@ seconds, 1-minute load at the start and end, the commit; in `runs/results/learni
     bm25-tuned    the same with the adapter
 
 What scoring needs is archived in the repository under `docs/results/runs/learning-financebench/` (no
-machine paths, no adapter weights, no silver corpus text): split.json, the held-out questions, the
-silver summary, train.json, the adapter's card.json and README.md, the retrieval-eval JSON with its
-per-question hits, steps.json and the two bm25 runs. `docs/results/learning-financebench.md/.json` are
+machine paths, no silver corpus text): split.json, the held-out questions, the silver summary,
+train.json, the adapter (its card.json and README.md, and peft's adapter_config.json and weights, about
+10 MB, so that a fresh checkout resumes the chain with the same adapter instead of training another),
+the retrieval-eval JSON with its per-question hits, steps.json and the bm25 runs. On a fresh checkout the
+split runs again (seconds, deterministic; its held-out questions must equal the archived ones), then
+every archived step comes back from the archive instead of running (`restore_learning`); without
+archived weights the adapter is trained again, and the steps that used the old one (heldout-hits, the
+tuned run) run again with the new one. `docs/results/learning-financebench.md/.json` are
 rendered from that archive alone: first-query hit@5 base -> tuned with Wilson intervals and an exact
 McNemar test, and the claim's verdict by results.py's rule; gold within budget and whole-run accuracy
 and Kuiper once the bm25 runs are archived. Each step's exact command is in the table, and the adapter's
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,6 +53,7 @@ TITLE = ("Learning from trajectories on FinanceBench: LoRA query formulation for
 CLAIM = "trained query formulation raises first-query hits significantly"
 MODEL = base.QUIET_MODEL
 HELDOUT = "learning/split/heldout.jsonl"  # under the root: the held-out questions every measurement uses
+ADAPTER_WEIGHTS = ("adapter_config.json", "adapter_model.safetensors")  # peft's files: archived, so the table resumes
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,10 @@ def archive_learning(root: Path, archive: Path) -> Path:
         if (root / source).is_file() and not unfinished:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             (target / name).write_text(_scrubbed(root / source, root), encoding="utf-8")
+    for name in ADAPTER_WEIGHTS:  # binary: copied as they are, so a later checkout can resume with this adapter
+        if (root / "learning/adapter" / name).is_file():
+            (target / "adapter").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / "learning/adapter" / name, target / "adapter" / name)
     for step in STEPS:
         run = root / step.output
         if step.run and (run / "run.json").is_file() and base._done(run):
@@ -193,6 +204,50 @@ def archive_learning(root: Path, archive: Path) -> Path:
             if base._read_json(run / "run_summary.json") is not None:  # its own timing, for a run made by hand
                 (archived / "run_summary.json").write_text(_scrubbed(run / "run_summary.json", root), encoding="utf-8")
     return target
+
+
+def restore_learning(root: Path, archive: Path) -> list[str]:
+    """Bring back under `root` the archived steps a fresh checkout would otherwise run again; their names.
+
+    Called once the split step has written the held-out questions, which must equal the archived
+    ones. The adapter (with train.json and heldout-hits.json, which it made) comes back only when its
+    weights are archived; the tuned run only with it, since a retrained adapter is another model. The
+    base and stop-rule runs come back whenever archived, complete or partial (a partial one resumes).
+    Each restored step keeps its archived timing in steps.json.
+    """
+    target = archive / NAME
+    heldout = root / HELDOUT
+    if not (target / "heldout/questions.jsonl").is_file() or not heldout.is_file():
+        return []
+    if (target / "heldout/questions.jsonl").read_bytes() != heldout.read_bytes():
+        raise SystemExit(f"results: the archived held-out questions ({target / 'heldout/questions.jsonl'}) differ "
+                         f"from {heldout}; move the archive aside to run the table afresh")
+    restored = []
+    adapter = root / "learning/adapter"
+    if all((target / "adapter" / n).is_file() for n in ADAPTER_WEIGHTS) and not (adapter / "card.json").is_file():
+        adapter.mkdir(parents=True, exist_ok=True)
+        for name in ADAPTER_WEIGHTS:
+            shutil.copyfile(target / "adapter" / name, adapter / name)
+        for source, name in (("adapter/card.json", "learning/adapter/card.json"),
+                             ("adapter/README.md", "learning/adapter/README.md"), ("train.json", "learning/train.json"),
+                             ("heldout-hits.json", "learning/heldout-hits.json")):
+            if (target / source).is_file():
+                (root / name).write_text((target / source).read_text(encoding="utf-8").replace(
+                    "runs/results", str(root.resolve())), encoding="utf-8")
+        restored += ["train", "heldout-hits"] if (target / "heldout-hits.json").is_file() else ["train"]
+    for step in STEPS:
+        if step.run and (step.name != "bm25-tuned" or "train" in restored):
+            if base.restore_run(target / Path(step.output).name, root / step.output, root, heldout):
+                restored.append(step.name)
+    archived_steps = base._read_json(target / "steps.json") or {}
+    record_path = root / "learning" / "steps.json"
+    record = base._read_json(record_path) or {}
+    for name in restored:
+        if name in archived_steps and name not in record:
+            record[name] = archived_steps[name]
+    if restored:
+        base._write_json(record_path, record)
+    return restored
 
 
 # ------------------------------------------------------------------ scoring
@@ -532,6 +587,9 @@ def main(root: Path, docs: Path, archive: Path, *, check_only: bool = False, sco
         base.prepare_suite(root, "financebench")
         for step in STEPS:
             run_step(step, root, threads)
+            if step.name == "split":  # the held-out questions exist: what the archive holds need not run again
+                for name in restore_learning(root, archive):
+                    base._say(f"{NAME} / {name}: restored from the archive")
     with tempfile.TemporaryDirectory() as nothing:  # nothing live to archive when the root does not exist
         target = archive_learning(root if root.is_dir() else Path(nothing), archive)
     if not (target / "split.json").is_file():

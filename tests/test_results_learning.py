@@ -65,6 +65,7 @@ def make_root(root, base_hits=(1, 1, 0, 0, 0, 0, 0, 0, 0, 0), tuned_hits=(1, 1, 
     _write(root / "learning/adapter/card.json", {k: v for k, v in card.items() if k != "out"})
     _write(root / "learning/adapter/README.md", f"# adapter\n- trajectories: {root}/learning/silver\n")
     _write(root / "learning/adapter/adapter_model.safetensors", "weights")
+    _write(root / "learning/adapter/adapter_config.json", {"r": 16, "lora_alpha": 32})
     _write(root / "learning/heldout-hits.json", _hits_report(root, base_hits, tuned_hits))
     return root
 
@@ -124,12 +125,13 @@ def test_the_claim_verdict_follows_exact_mcnemar(tmp_path, base_hits, tuned_hits
     assert result["claims"][0]["verdict"] == verdict
 
 
-def test_the_archive_holds_no_machine_path_and_no_weights(tmp_path):
+def test_the_archive_holds_no_machine_path_and_keeps_the_adapter(tmp_path):
     root, docs, _result = _table(tmp_path)
     archived = docs / "runs" / "learning-financebench"
     files = sorted(str(p.relative_to(archived)) for p in archived.rglob("*") if p.is_file())
-    assert files == ["adapter/README.md", "adapter/card.json", "heldout-hits.json", "heldout/questions.jsonl",
-                     "silver/run.json", "silver/summary.json", "split.json", "train.json"]
+    assert files == ["adapter/README.md", "adapter/adapter_config.json", "adapter/adapter_model.safetensors",
+                     "adapter/card.json", "heldout-hits.json", "heldout/questions.jsonl", "silver/run.json",
+                     "silver/summary.json", "split.json", "train.json"]  # never the silver corpus text
     for name in files:
         assert str(tmp_path) not in (archived / name).read_text(), name
     assert json.loads((archived / "split.json").read_text())["questions"] == "runs/results/financebench/questions.jsonl"
@@ -273,3 +275,55 @@ def test_the_stop_rule_fit_is_read_from_train_stops_json():
     stop_step = learning.STEPS[-2]
     assert "--questions" in stop_step.args and stop_step.args[stop_step.args.index("--questions") + 1].endswith(
         "learning/split/train.jsonl")  # fitted on training questions only, never the held-out ones
+
+
+def _fresh_checkout(tmp_path, keep_weights=True):
+    """A table archived from one root, then a new root on 'another machine' holding only the split."""
+    root = make_root(tmp_path / "runs" / "results")
+    _store_run(root, "bm25-base", ["000", "nothing", *["x"] * 8])
+    _store_run(root, "bm25-tuned", ["000", "nothing", "200", "300", *["x"] * 6])
+    def segment(seconds):
+        return {"started": "2026-12-02T05:00:00", "seconds": seconds, "load_start": [1.0, 1.0, 1.0],
+                "load_end": [1.0, 1.0, 1.0], "cores": 2, "commit": "abc", "exit_status": 0}
+    steps = {"bm25-base": {"command": "dossier run ...", "segments": [segment(699.4)]},
+             "train": {"command": "dossier train queries ...", "segments": [segment(2318.0)]}}
+    _write(root / "learning/steps.json", steps)
+    docs = tmp_path / "docs"
+    learning.main(root, docs, docs / "runs", score_only=True)
+    archived = docs / "runs" / "learning-financebench"
+    if not keep_weights:
+        (archived / "adapter" / "adapter_model.safetensors").unlink()
+    fresh = tmp_path / "elsewhere" / "runs"
+    _write(fresh / learning.HELDOUT, (root / learning.HELDOUT).read_text())
+    return fresh, docs / "runs"
+
+
+def test_a_fresh_checkout_restores_the_archived_steps_instead_of_running_them(tmp_path):
+    fresh, archive = _fresh_checkout(tmp_path)
+    restored = learning.restore_learning(fresh, archive)
+    assert restored == ["train", "heldout-hits", "bm25-base", "bm25-tuned"]
+    steps = {s.name: s for s in learning.STEPS}
+    for name in restored:
+        assert learning.step_done(steps[name], fresh), name
+    assert not learning.step_done(steps["bm25-stop"], fresh)  # never archived: it runs
+    assert (fresh / "learning/adapter/adapter_model.safetensors").read_text() == "weights"
+    hits = json.loads((fresh / "learning/heldout-hits.json").read_text())
+    assert hits["systems"][1]["system"] == f"qwen2.5-1.5b + {fresh.resolve()}/learning/adapter"
+    run = json.loads((fresh / "runs/learning-bm25-base/run.json").read_text())
+    assert run["questions"] == str((fresh / learning.HELDOUT).resolve())
+    record = json.loads((fresh / "learning/steps.json").read_text())
+    assert [x["seconds"] for x in record["bm25-base"]["segments"]] == [699.4] and "train" in record
+
+
+def test_without_archived_weights_the_adapter_and_what_used_it_run_again(tmp_path):
+    fresh, archive = _fresh_checkout(tmp_path, keep_weights=False)
+    assert learning.restore_learning(fresh, archive) == ["bm25-base"]  # the tuned run belongs to the old adapter
+    assert not (fresh / "learning/adapter").exists() and not (fresh / "learning/heldout-hits.json").exists()
+    assert "train" not in json.loads((fresh / "learning/steps.json").read_text())  # its time is the old adapter's
+
+
+def test_other_held_out_questions_are_not_restored(tmp_path):
+    fresh, archive = _fresh_checkout(tmp_path)
+    _write(fresh / learning.HELDOUT, json.dumps(_questions()[0]) + "\n")
+    with pytest.raises(SystemExit, match="differ"):
+        learning.restore_learning(fresh, archive)

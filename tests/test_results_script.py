@@ -226,3 +226,48 @@ def test_the_effort_claim_reads_the_kuiper_permutation_test():
     assert results.effort_claim(rows(kuiper_p=0.3, wasted_effort_ratio=1.8), "bm25")["verdict"] == "inconclusive at n = 50"
     assert results.effort_claim(rows(kuiper_p=None, kuiper=None), "bm25")["verdict"].startswith("not testable")
     assert results.effort_claim([], "bm25")["verdict"].startswith("not tested yet")
+
+
+def test_a_fresh_checkout_resumes_from_the_archive_and_never_reruns_a_complete_row(tmp_path, tiny_table,
+                                                                                   monkeypatch):
+    """Run directories are lost with the machine; the archive brings them back: complete rows are not run
+    again, and a partial row resumes from its archived predictions with its earlier segment kept."""
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    run = _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    (run / "trajectories.jsonl").write_text(json.dumps({"id": "q1", "out": str(run)}) + "\n")
+    partial = _store_run(root, "sample", "b-run", ["48,250", "nobody", "unknown"])
+    (partial / "predictions.jsonl").write_text((partial / "predictions.jsonl").read_text().splitlines()[0] + "\n")
+    results.write_table(results.score_table(tiny_table, root, docs / "runs"), docs)
+    questions = (root / "sample" / "questions.jsonl").read_bytes()
+    import shutil
+    shutil.rmtree(root)
+    fresh = tmp_path / "elsewhere" / "runs"  # another machine's path
+    (fresh / "sample").mkdir(parents=True)
+    (fresh / "sample" / "questions.jsonl").write_bytes(questions)
+    monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
+    calls = []
+    monkeypatch.setattr(results, "_call", lambda args, log=None: calls.append(args))
+    a, b, _c = tiny_table.rows
+
+    results.run_row(tiny_table, a, fresh, 1, docs / "runs")
+    assert calls == []  # complete in the archive: not run
+    restored = fresh / "runs" / "sample-a-run"
+    meta = json.loads((restored / "run.json").read_text())
+    assert meta["questions"] == str((fresh / "sample" / "questions.jsonl").resolve())
+    assert json.loads((restored / "trajectories.jsonl").read_text())["out"] == str(fresh.resolve() / "runs" / "sample-a-run")
+
+    results.run_row(tiny_table, b, fresh, 1, docs / "runs")
+    (command,) = calls  # partial: resumed into the restored directory
+    assert command[command.index("--out") + 1] == str(fresh / "runs" / "sample-b-run")
+    segments = json.loads((fresh / "runs" / "sample-b-run" / "results_row.json").read_text())["segments"]
+    assert len(segments) == 2 and segments[0]["seconds"] == 12.5 and segments[1]["predictions_before"] == 1
+
+
+def test_an_archive_of_other_questions_is_not_resumed(tmp_path, tiny_table, monkeypatch):
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    results.write_table(results.score_table(tiny_table, root, docs / "runs"), docs)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps(QUESTIONS[0]) + "\n")
+    with pytest.raises(SystemExit, match="other questions"):
+        results.restore_run(docs / "runs" / "sample-a-run", tmp_path / "fresh" / "sample-a-run", tmp_path, other)
