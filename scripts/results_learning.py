@@ -212,7 +212,8 @@ def restore_learning(root: Path, archive: Path) -> list[str]:
     Called once the split step has written the held-out questions, which must equal the archived
     ones. The adapter (with train.json and heldout-hits.json, which it made) comes back only when its
     weights are archived; the tuned run only with it, since a retrained adapter is another model. The
-    base and stop-rule runs come back whenever archived, complete or partial (a partial one resumes).
+    stop rule's fit and the base and stop-rule runs come back whenever archived, complete or partial (a
+    partial run resumes).
     Each restored step keeps its archived timing in steps.json.
     """
     target = archive / NAME
@@ -235,6 +236,12 @@ def restore_learning(root: Path, archive: Path) -> list[str]:
                 (root / name).write_text((target / source).read_text(encoding="utf-8").replace(
                     "runs/results", str(root.resolve())), encoding="utf-8")
         restored += ["train", "heldout-hits"] if (target / "heldout-hits.json").is_file() else ["train"]
+    stop = (("stop.json", "learning/stop.json"), ("stop-fit.json", "learning/stop-fit.json"))
+    if all((target / a).is_file() for a, _ in stop) and not (root / "learning/stop-fit.json").is_file():
+        for source, name in stop:  # fitted on madqa-financebench's runs, which a fresh root does not hold
+            (root / name).write_text((target / source).read_text(encoding="utf-8").replace(
+                "runs/results", str(root.resolve())), encoding="utf-8")
+        restored.append("stop")
     for step in STEPS:
         if step.run and (step.name != "bm25-tuned" or "train" in restored):
             if base.restore_run(target / Path(step.output).name, root / step.output, root, heldout):

@@ -293,6 +293,8 @@ def _fresh_checkout(tmp_path, keep_weights=True):
     archived = docs / "runs" / "learning-financebench"
     if not keep_weights:
         (archived / "adapter" / "adapter_model.safetensors").unlink()
+    _write(archived / "stop.json", {"features": ["rank"], "trajectories": ["runs/results/runs/x"]})
+    _write(archived / "stop-fit.json", {"out": "runs/results/learning/stop.json"})
     fresh = tmp_path / "elsewhere" / "runs"
     _write(fresh / learning.HELDOUT, (root / learning.HELDOUT).read_text())
     return fresh, docs / "runs"
@@ -301,12 +303,13 @@ def _fresh_checkout(tmp_path, keep_weights=True):
 def test_a_fresh_checkout_restores_the_archived_steps_instead_of_running_them(tmp_path):
     fresh, archive = _fresh_checkout(tmp_path)
     restored = learning.restore_learning(fresh, archive)
-    assert restored == ["train", "heldout-hits", "bm25-base", "bm25-tuned"]
+    assert restored == ["train", "heldout-hits", "stop", "bm25-base", "bm25-tuned"]
     steps = {s.name: s for s in learning.STEPS}
     for name in restored:
         assert learning.step_done(steps[name], fresh), name
     assert not learning.step_done(steps["bm25-stop"], fresh)  # never archived: it runs
     assert (fresh / "learning/adapter/adapter_model.safetensors").read_text() == "weights"
+    assert json.loads((fresh / "learning/stop-fit.json").read_text())["out"] == f"{fresh.resolve()}/learning/stop.json"
     hits = json.loads((fresh / "learning/heldout-hits.json").read_text())
     assert hits["systems"][1]["system"] == f"qwen2.5-1.5b + {fresh.resolve()}/learning/adapter"
     run = json.loads((fresh / "runs/learning-bm25-base/run.json").read_text())
@@ -317,7 +320,7 @@ def test_a_fresh_checkout_restores_the_archived_steps_instead_of_running_them(tm
 
 def test_without_archived_weights_the_adapter_and_what_used_it_run_again(tmp_path):
     fresh, archive = _fresh_checkout(tmp_path, keep_weights=False)
-    assert learning.restore_learning(fresh, archive) == ["bm25-base"]  # the tuned run belongs to the old adapter
+    assert learning.restore_learning(fresh, archive) == ["stop", "bm25-base"]  # the tuned run: the old adapter's
     assert not (fresh / "learning/adapter").exists() and not (fresh / "learning/heldout-hits.json").exists()
     assert "train" not in json.loads((fresh / "learning/steps.json").read_text())  # its time is the old adapter's
 
