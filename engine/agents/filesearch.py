@@ -16,7 +16,9 @@ This agent does what those services document, on this machine:
 Tokens are the embedder's word pieces (OpenAI counts its own tokenizer's; a word is about 1.3
 of either). MiniLM reads at most 256 word pieces: a longer chunk is embedded from its first 256
 and shown whole. The chunk index is built once per corpus and chunking in a run (the first
-episode builds it in its tool thread; the others wait for it). The first step records the
+episode builds it in its tool thread; the others wait for it), and its vectors are kept in the
+corpus folder (`filesearch/chunks-<size>-<overlap>.npy` and `.json`, keyed by the corpus
+fingerprint), so a later or resumed run reads them instead of embedding again. The first step records the
 retrieval as `retrieved` (the query, the chunks with document, pages and score, and the pages they
 span); `dossier eval` reads that as the episode's one search (engine/eval/trajectories.py), so
 searches per question, accuracy at a search budget and first-search hits count it as MADQA counts
@@ -25,18 +27,27 @@ a retrieval-tool call, and the prediction's search history holds the same query.
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 from engine.agents import prompts
 from engine.agents.actions import ToolJob, Turn
 from engine.agents.bm25 import Episode
 from engine.agents.settings_fields import setting
 from tools.errors import DossierError
+from tools.progress import format_elapsed
 
 __all__ = ["FileSearchSettings", "FileSearchEpisode", "Chunk", "chunk_document", "ChunkIndex"]
 
 EMBED_TOKENS = 256  # all-MiniLM-L6-v2's longest input
+_log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -115,9 +126,7 @@ def _page_at(starts: list[int], char: int) -> int:
 class ChunkIndex:
     """Every chunk of a corpus with its MiniLM embedding; `top(question, k)` the nearest."""
 
-    def __init__(self, store, size: int, overlap: int, embedder=None):
-        import numpy as np
-
+    def __init__(self, store, size: int, overlap: int, embedder=None, cache: Path | None = None):
         from engine.eval.embeddings import MiniLMEmbedder
 
         self.embedder = embedder or MiniLMEmbedder(max_length=EMBED_TOKENS)
@@ -126,16 +135,70 @@ class ChunkIndex:
         for info in store.documents():
             pages = [store.page(info.id, n).text for n in range(1, info.page_count + 1)]
             self.chunks += chunk_document(info.id, pages, tokenizer, size, overlap)
-        self.vectors = self.embedder([c.text for c in self.chunks]) if self.chunks else np.zeros((0, 384), "float32")
+        name = getattr(self.embedder, "name", type(self.embedder).__name__)
+        key = {"fingerprint": store.fingerprint(), "size": size, "overlap": overlap, "embedder": name,
+               "chunks": len(self.chunks)}
+        self.vectors = _embed_chunks(self.embedder, [c.text for c in self.chunks], key,
+                                     cache / f"chunks-{size}-{overlap}" if cache else None)
 
     def top(self, question: str, k: int) -> list[tuple[Chunk, float]]:
-        import numpy as np
 
         if not self.chunks:
             return []
         scores = self.vectors @ self.embedder([question])[0]
         order = np.argsort(-scores, kind="stable")[:k]
         return [(self.chunks[i], float(scores[i])) for i in order]
+
+
+def _embed_chunks(embedder, texts: list[str], key: dict, cache: Path | None, batch: int = 256,
+                  save_every: float = 60.0) -> np.ndarray:
+    """The chunks' vectors, embedded `batch` at a time with a progress line about every 30 s.
+
+    With `cache` (a path stem), the vectors so far are saved there about once a minute and at the
+    end, as `<stem>.npy` beside `<stem>.json` (`key`: corpus fingerprint, chunking, embedder, chunk
+    count, and how many are done): a later run with the same key reads them instead of embedding
+    (FinanceBench's 7,000 pages take about an hour on one core), and an interrupted build resumes.
+    """
+    done = np.zeros((0, 384), "float32")
+    meta_path, vectors_path = (cache.with_suffix(".json"), cache.with_suffix(".npy")) if cache else (None, None)
+    if cache and meta_path.is_file() and vectors_path.is_file():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            if {k: meta.get(k) for k in key} == key:
+                done = np.load(vectors_path)[: meta["done"]]
+        except (ValueError, OSError, KeyError):  # unreadable: embed again and overwrite it
+            done = np.zeros((0, 384), "float32")
+    if not texts:
+        return np.zeros((0, 384), "float32")
+    if len(done) >= len(texts):
+        return done[: len(texts)]
+    if len(texts) > batch:
+        _log.warning("file search: embedding %d chunks with %s%s%s", len(texts), key["embedder"],
+                     f", resuming at {len(done)}" if len(done) else "", f" (cached in {cache.parent})" if cache else "")
+    parts, began = [done] if len(done) else [], time.perf_counter()
+    said = saved = began
+    count = len(done)
+
+    def save() -> None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(vectors_path.with_suffix(".npy.tmp"), "wb") as f:
+            np.save(f, np.concatenate(parts, axis=0))
+        os.replace(vectors_path.with_suffix(".npy.tmp"), vectors_path)
+        meta_path.with_suffix(".json.tmp").write_text(json.dumps(key | {"done": count}), encoding="utf-8")
+        os.replace(meta_path.with_suffix(".json.tmp"), meta_path)
+
+    for start in range(len(done), len(texts), batch):
+        parts.append(np.asarray(embedder(texts[start:start + batch]), dtype="float32"))
+        count = start + len(parts[-1])
+        now = time.perf_counter()
+        if cache and (now - saved >= save_every or count == len(texts)):
+            save()
+            saved = now
+        if now - said >= 30.0 and count < len(texts):
+            _log.warning("file search: embedded %d/%d chunks, elapsed %s", count, len(texts),
+                         format_elapsed(now - began))
+            said = now
+    return np.concatenate(parts, axis=0)
 
 
 def _offsets_tokenizer():
@@ -166,8 +229,9 @@ def chunk_index(env, settings, embedder=None) -> ChunkIndex:
     key = (id(env.store), settings.max_chunk_size_tokens, settings.chunk_overlap_tokens, id(embedder))
     with _LOCK:
         if key not in _INDEXES:
+            cache = Path(env.store.root) / "filesearch" if embedder is None else None  # tests' stand-ins: none
             _INDEXES[key] = ChunkIndex(env.store, settings.max_chunk_size_tokens, settings.chunk_overlap_tokens,
-                                       embedder)
+                                       embedder, cache)
         return _INDEXES[key]
 
 

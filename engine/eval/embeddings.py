@@ -28,6 +28,7 @@ class MiniLMEmbedder:
     def __init__(self, batch_size: int = 64, max_length: int = 128) -> None:
         self.batch_size = batch_size
         self.max_length = max_length
+        self.name = f"all-MiniLM-L6-v2 ({max_length} tokens)"  # names the vectors a cache holds
         self._model = None
         self._tokenizer = None
 

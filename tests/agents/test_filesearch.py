@@ -128,3 +128,46 @@ def test_bad_chunking_is_refused_naming_the_flag(values, message):
 def test_defaults_are_openais_documented_ones():
     s = AgentSettings(agent="filesearch")
     assert (s.max_chunk_size_tokens, s.chunk_overlap_tokens, s.max_num_results) == (800, 400, 20)
+
+
+class CountingEmbedder(BagEmbedder):
+    """BagEmbedder that counts the texts it embeds and can fail after some calls (an interrupted build)."""
+
+    name = "bag-64"
+
+    def __init__(self, fail_after=None):
+        self.texts, self.calls, self.fail_after = 0, 0, fail_after
+
+    def __call__(self, texts):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise KeyboardInterrupt
+        self.calls += 1
+        self.texts += len(texts)
+        return super().__call__(texts)
+
+
+def test_chunk_vectors_are_cached_in_the_corpus_and_an_interrupted_build_resumes(tmp_path):
+    from tools.corpus.store import CorpusStore
+
+    store = CorpusStore(build_corpus(tmp_path / "c"))
+    cache = tmp_path / "c" / "filesearch"
+    key = {"fingerprint": "f", "size": 8, "overlap": 0, "embedder": "bag-64", "chunks": 5}
+    texts = [f"chunk {i} revenue" for i in range(5)]
+    with pytest.raises(KeyboardInterrupt):  # stopped after two batches of two: those four are kept
+        filesearch._embed_chunks(CountingEmbedder(fail_after=2), texts, key, cache / "x", batch=2, save_every=0)
+    assert json.loads((cache / "x.json").read_text())["done"] == 4
+    resumed = CountingEmbedder()
+    vectors = filesearch._embed_chunks(resumed, texts, key, cache / "x", batch=2, save_every=0)
+    assert resumed.texts == 1 and np.allclose(vectors, BagEmbedder()(texts))
+    again = CountingEmbedder()
+    assert np.allclose(filesearch._embed_chunks(again, texts, key, cache / "x", batch=2), vectors) and again.texts == 0
+    other = CountingEmbedder()  # another corpus text (fingerprint): embedded afresh
+    filesearch._embed_chunks(other, texts, key | {"fingerprint": "g"}, cache / "x", batch=2)
+    assert other.texts == 5
+
+    built = CountingEmbedder()
+    index = filesearch.ChunkIndex(store, 100, 0, built, cache)
+    assert built.texts == len(index.chunks) > 0
+    reread = CountingEmbedder()
+    assert np.allclose(filesearch.ChunkIndex(store, 100, 0, reread, cache).vectors, index.vectors)
+    assert reread.texts == 0 and (cache / "chunks-100-0.npy").is_file()
