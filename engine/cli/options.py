@@ -163,7 +163,11 @@ def stderr_console():
 
 
 class StepProgress:
-    """A tqdm bar on a terminal; elsewhere (logs, CI) a plain line every few seconds, so a log shows the job alive."""
+    """A tqdm bar on a terminal; elsewhere (logs, CI) a plain line every few seconds, so a log shows the job alive.
+
+    It writes to stderr only, so `--format json` (stdout) keeps it: an hour of training under a
+    script that parses the JSON is exactly where a log must show the job alive.
+    """
 
     def __init__(self, enabled: bool, every_s: float = 5.0):
         self.enabled, self.every_s = enabled, every_s

@@ -195,7 +195,7 @@ def retrieval_eval_cmd(
     if queries_from is not None or model is not None or adapter is not None:
         from engine.train.first_query import compare_first_queries
 
-        progress = StepProgress(fmt is OutputFormat.human)
+        progress = StepProgress(True)
         _print_first_queries(compare_first_queries(corpus, items, k, rank, queries_from, model, adapter, progress), k,
                              fmt)
         return

@@ -123,7 +123,7 @@ def mine_cmd(
     done = finished_ids(out)
     todo = [q for q in items if q.id not in done]
     started = time.perf_counter()
-    progress = StepProgress(fmt is OutputFormat.human)
+    progress = StepProgress(True)
     ranks, kept, failed = [], 0, 0
     for number, question in enumerate(todo, start=1):
         try:
@@ -224,7 +224,7 @@ def queries_cmd(
                           max_steps=max_steps, batch_size=batch_size, grad_accum=grad_accum, max_tokens=max_tokens,
                           bf16=bf16, seed=seed, device=device),
         heldout_share=heldout_share, seed=seed, measure=measure)
-    card = train_queries(job, progress=StepProgress(fmt is OutputFormat.human))
+    card = train_queries(job, progress=StepProgress(True))
     if fmt is OutputFormat.json:
         emit_json({"out": str(out), **card})
         return
