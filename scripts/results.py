@@ -27,7 +27,9 @@ Options: --root DIR (runs and suites; default runs/results), --docs DIR (default
 Every run is also archived in the repository, under `docs/results/runs/<suite>-<row id>/` (run.json,
 predictions.jsonl, trajectories.jsonl.gz, results_row.json; the suite's questions beside them), so a
 clean checkout can `--check` every table without the run directories, and the tables are scored from
-that archive.
+that archive. Run directories do not outlive their machine, so a row absent under the root is first
+brought back from its archive (`restore_run`): a complete row is not run again, a partial one resumes
+with its earlier timed segments kept.
 """
 
 from __future__ import annotations
