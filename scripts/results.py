@@ -146,7 +146,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
                  "the claim's verdict is the same on both machines.",)),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
-          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE, effort_row="bm25"),
+          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE, effort_row="bm25",
+          notes=("filesearch keeps OpenAI file search's defaults (20 chunks of 800 tokens), so each question is a "
+                 "prompt of about 19,000 tokens. Its one finished episode took 2,640 s of model time on one core of "
+                 "a 2-core machine: prefill attention grows with the square of the context (one layer's 2,048-token "
+                 "chunk against 16,384 keys takes 3.3 s in float32 SDPA on one core, 62 GFLOP/s, on the AVX-512 "
+                 "machine of 2026-12-02). At that rate 50 questions are about 14 core-hours: the row resumes, but "
+                 "it will not finish on 2 cores in reasonable time, and a row with fewer results would be another "
+                 "row, not this one with its flags changed.",)),
     Table("qguide-sample", "Q-Guide on its sample suite: round budgets, leave-one-tool-out, direct prompting", "qguide",
           "qguide",
           (Row("qguide", "qguide-sweep-1.5b-int8", "Q-Guide, T_max = 6 with the answers at T = 1..6 recorded",
