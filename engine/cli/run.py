@@ -123,7 +123,7 @@ def run_cmd(**options) -> None:
     from engine.agents.launch import start_run
 
     report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
-                       show_progress=fmt is OutputFormat.human, ray=ray, workers=workers,
+                       show_progress=True, ray=ray, workers=workers,
                        gpus_per_worker=gpus_per_worker, on_ray=_ray_launcher(ray))
     if fmt is OutputFormat.json:
         emit_json(report)
