@@ -197,6 +197,10 @@ def archive_learning(root: Path, archive: Path) -> Path:
         if (root / "learning/adapter" / name).is_file():
             (target / "adapter").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / "learning/adapter" / name, target / "adapter" / name)
+    config = base._read_json(target / "adapter" / "adapter_config.json")
+    if isinstance(config, dict) and config.get("base_model_name_or_path") != MODEL:
+        config["base_model_name_or_path"] = MODEL  # peft writes the converted model's cache path: a machine path
+        base._write_json(target / "adapter" / "adapter_config.json", config)
     for step in STEPS:
         run = root / step.output
         if step.run and (run / "run.json").is_file() and base._done(run):

@@ -65,7 +65,8 @@ def make_root(root, base_hits=(1, 1, 0, 0, 0, 0, 0, 0, 0, 0), tuned_hits=(1, 1, 
     _write(root / "learning/adapter/card.json", {k: v for k, v in card.items() if k != "out"})
     _write(root / "learning/adapter/README.md", f"# adapter\n- trajectories: {root}/learning/silver\n")
     _write(root / "learning/adapter/adapter_model.safetensors", "weights")
-    _write(root / "learning/adapter/adapter_config.json", {"r": 16, "lora_alpha": 32})
+    _write(root / "learning/adapter/adapter_config.json", {"r": 16, "lora_alpha": 32,
+                                                           "base_model_name_or_path": str(root / "cache" / "qwen")})
     _write(root / "learning/heldout-hits.json", _hits_report(root, base_hits, tuned_hits))
     return root
 
