@@ -409,7 +409,12 @@ def restore_run(archived: Path, run: Path, root: Path, questions: Path) -> bool:
     questions must be the ones the run was archived with (else resuming would mix two suites).
     Returns whether it restored.
     """
-    if (run / "predictions.jsonl").is_file() or not (archived / "predictions.jsonl").is_file():
+    if (run / "predictions.jsonl").is_file() or (run / "results_row.json").is_file():
+        return False
+    if not (archived / "predictions.jsonl").is_file():  # tried before, nothing finished: keep those tries' time
+        if (archived / "results_row.json").is_file():
+            run.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(archived / "results_row.json", run / "results_row.json")
         return False
     kept = archived.parent / Path(_read_json(archived / "run.json").get("questions", "")).parent.name / "questions.jsonl"
     if kept.is_file() and kept.read_bytes() != questions.read_bytes():
@@ -562,13 +567,19 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
         live = root / "runs" / f"{table.suite}-{row.id}"
         if (live / "run.json").is_file() and _done(live):
             archive_run(live, root, archive, table.suite)
+        elif _read_json(live / "results_row.json") is not None:  # tried, nothing finished: keep the time it took
+            archive_dir(archive, table, row).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(live / "results_row.json", archive_dir(archive, table, row) / "results_row.json")
         run = archive_dir(archive, table, row)
         entry = {"id": row.id, "name": row.name, "label": row.label, "model": row.model,
                  "args": list(row.args)}
         state = _read_json(run / "results_row.json")
         if not (run / "run.json").is_file() or not _done(run):
+            tried = (state or {}).get("segments", [])
             entry["status"] = (f"not run: agent {row.requires_agent!r} is not registered at this commit"
-                               if row.requires_agent and not registered(row.requires_agent) else "not run yet")
+                               if row.requires_agent and not registered(row.requires_agent) else
+                               f"started, no episode finished in {sum(x['seconds'] for x in tried):.0f} s "
+                               f"({len(tried)} tries)" if tried else "not run yet")
             rows.append(entry)
             continue
         items, report = (score_row(run, table.verdict, table.limit, table.judge, judge_cache, docs) if table.judge

@@ -271,3 +271,24 @@ def test_an_archive_of_other_questions_is_not_resumed(tmp_path, tiny_table, monk
     other.write_text(json.dumps(QUESTIONS[0]) + "\n")
     with pytest.raises(SystemExit, match="other questions"):
         results.restore_run(docs / "runs" / "sample-a-run", tmp_path / "fresh" / "sample-a-run", tmp_path, other)
+
+
+def test_a_row_tried_without_a_finished_episode_keeps_its_time(tmp_path, tiny_table, monkeypatch):
+    """A row whose run was stopped before any episode finished says so with the time spent, and that time
+    survives a fresh checkout: the next try appends its segment to the archived ones."""
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    tried = _store_run(root, "sample", "c-run", ["x", "y", "z"])
+    (tried / "predictions.jsonl").unlink()
+    result = results.score_table(tiny_table, root, docs / "runs")
+    assert result["rows"][2]["status"] == "started, no episode finished in 12 s (1 tries)"
+    assert (docs / "runs" / "sample-c-run" / "results_row.json").is_file()
+
+    fresh = tmp_path / "elsewhere"
+    (fresh / "sample").mkdir(parents=True)
+    (fresh / "sample" / "questions.jsonl").write_bytes((root / "sample" / "questions.jsonl").read_bytes())
+    monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
+    monkeypatch.setattr(results, "_call", lambda args, log=None: None)
+    results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, docs / "runs")
+    segments = json.loads((fresh / "runs" / "sample-c-run" / "results_row.json").read_text())["segments"]
+    assert [x["seconds"] for x in segments[:1]] == [12.5] and len(segments) == 2
