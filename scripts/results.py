@@ -153,7 +153,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "chunk against 16,384 keys takes 3.3 s in float32 SDPA on one core, 62 GFLOP/s, on the AVX-512 "
                  "machine of 2026-12-02). At that rate 50 questions are about 14 core-hours: the row resumes, but "
                  "it will not finish on 2 cores in reasonable time, and a row with fewer results would be another "
-                 "row, not this one with its flags changed.",)),
+                 "row, not this one with its flags changed.",
+                 "rlm ran 4,058 s on one core (16 episodes in flight, each prefilling 2,048-token chunks of its REPL "
+                 "output) without finishing an episode, and was stopped; on the sample suite its 20 episodes took "
+                 "2,917 s. It resumes, but like filesearch it needs far more than a session of 2 cores.")),
     Table("qguide-sample", "Q-Guide on its sample suite: round budgets, leave-one-tool-out, direct prompting", "qguide",
           "qguide",
           (Row("qguide", "qguide-sweep-1.5b-int8", "Q-Guide, T_max = 6 with the answers at T = 1..6 recorded",
@@ -550,6 +553,14 @@ def min_discordant(alpha: float = 0.05) -> int:
     return n
 
 
+def tried_status(segments: list[dict]) -> str:
+    """The status of a row with no finished episode: never run, or tried for so long (killed, interrupted)."""
+    if not segments:
+        return "not run yet"
+    return (f"started, no episode finished in {sum(x['seconds'] for x in segments):.0f} s "
+            f"({len(segments)} {'try' if len(segments) == 1 else 'tries'})")
+
+
 def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
     """Score every row from the archive, archiving first each row whose run directory is under `root`."""
     from engine.eval.compare import compare_items
@@ -575,11 +586,9 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
                  "args": list(row.args)}
         state = _read_json(run / "results_row.json")
         if not (run / "run.json").is_file() or not _done(run):
-            tried = (state or {}).get("segments", [])
             entry["status"] = (f"not run: agent {row.requires_agent!r} is not registered at this commit"
                                if row.requires_agent and not registered(row.requires_agent) else
-                               f"started, no episode finished in {sum(x['seconds'] for x in tried):.0f} s "
-                               f"({len(tried)} tries)" if tried else "not run yet")
+                               tried_status((state or {}).get("segments", [])))
             rows.append(entry)
             continue
         items, report = (score_row(run, table.verdict, table.limit, table.judge, judge_cache, docs) if table.judge

@@ -56,6 +56,21 @@ HELDOUT = "learning/split/heldout.jsonl"  # under the root: the held-out questio
 ADAPTER_WEIGHTS = ("adapter_config.json", "adapter_model.safetensors")  # peft's files: archived, so the table resumes
 
 
+NOTES = (  # what the runs so far showed that the figures alone do not say
+    "The adapter was trained twice with the same command: first on an Intel Xeon with AMX (2,318 s of training), "
+    "then on an AMD EPYC with avx512_bf16 and no AMX (one thread, 4,048 s), because the first one's weights were "
+    "not archived. Both gave the same held-out first-query hits, 2/31 -> 7/31 (gold documents 54.8 % then 58.1 %). "
+    "The weights are archived since, so the tuned run resumes with this adapter.",
+    "Why the tuned whole run takes hours: MADQA's boolean search joins a query's terms with AND, and the base "
+    "model's queries are long and specific, so 244 of the base run's 263 searches returned no page (0.15 pages a "
+    "search) and its 31 episodes prefilled 28,532 tokens in all. The tuned model's short queries match, and each "
+    "match shows five pages, so its episodes read thousands of tokens a search: after 1,134 s on one core (bf16, "
+    "no AMX, about 20 prefilled tokens/s) none of its 16 episodes in flight had finished, and on the first machine "
+    "it ran 6,470 s beside another model without finishing one. Its whole-run and gold-within-budget comparisons "
+    "wait for a machine that can give it several hours (or a GPU).",
+)
+
+
 @dataclass(frozen=True)
 class Step:
     name: str  # the step's short name (its key in steps.json)
@@ -387,7 +402,7 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
         entry = {"name": step.name, "label": step.label, "command": step_command(step, steps, target)}
         segments = (steps.get(step.name) or {}).get("segments", [])
         if not (run / "run.json").is_file() or not base._done(run):
-            rows.append({**entry, "status": "not run yet"})
+            rows.append({**entry, "status": base.tried_status(segments)})
             continue
         items, report = base.score_row(run, "correct")
         questions, _predictions, episodes, _errors = base._row_inputs(run, None)
@@ -430,7 +445,7 @@ def score_learning(target: Path) -> dict:
     steps = base._read_json(target / "steps.json") or {}
     first = first_query_figures(hits) if hits else None
     runs, budget = run_rows(target)
-    notes = card_disagreements(train) if train else []
+    notes = (card_disagreements(train) if train else []) + list(NOTES)
     for side in ("base", "tuned"):
         if first and first[side]["stored_page_hit"] not in (None, first[side]["rate"]):
             notes.append(f"retrieval-eval's own {side} page_hit {first[side]['stored_page_hit']} differs from its "

@@ -281,7 +281,7 @@ def test_a_row_tried_without_a_finished_episode_keeps_its_time(tmp_path, tiny_ta
     tried = _store_run(root, "sample", "c-run", ["x", "y", "z"])
     (tried / "predictions.jsonl").unlink()
     result = results.score_table(tiny_table, root, docs / "runs")
-    assert result["rows"][2]["status"] == "started, no episode finished in 12 s (1 tries)"
+    assert result["rows"][2]["status"] == "started, no episode finished in 12 s (1 try)"
     assert (docs / "runs" / "sample-c-run" / "results_row.json").is_file()
 
     fresh = tmp_path / "elsewhere"
