@@ -445,7 +445,7 @@ def score_learning(target: Path) -> dict:
     steps = base._read_json(target / "steps.json") or {}
     first = first_query_figures(hits) if hits else None
     runs, budget = run_rows(target)
-    notes = (card_disagreements(train) if train else []) + list(NOTES)
+    notes = card_disagreements(train) if train else []
     for side in ("base", "tuned"):
         if first and first[side]["stored_page_hit"] not in (None, first[side]["rate"]):
             notes.append(f"retrieval-eval's own {side} page_hit {first[side]['stored_page_hit']} differs from its "
@@ -463,7 +463,7 @@ def score_learning(target: Path) -> dict:
                    "command": step_command(s, steps, target),
                    "segments": (steps.get(s.name) or {}).get("segments", []),
                    "own_seconds": own_seconds(s, target)} for s in STEPS],
-        "min_discordant_for_p05": base.min_discordant(), "notes": notes,
+        "min_discordant_for_p05": base.min_discordant(), "notes": notes, "remarks": list(NOTES),
     }
 
 
@@ -563,6 +563,8 @@ def render(result: dict) -> str:
     else:
         lines.append("- not fitted yet")
     lines += [f"\nNote: {note}" for note in result["notes"]]
+    if result.get("remarks"):
+        lines += ["", "## What the runs showed", "", *[f"- {remark}" for remark in result["remarks"]]]
     return "\n".join(lines) + "\n"
 
 
