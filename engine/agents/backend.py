@@ -92,7 +92,8 @@ class EngineBackend:
         for request in sorted(self.engine.step(), key=lambda r: r.request_id):
             counters = request.counters
             tokens = {"prefilled": counters.tokens_prefilled, "cached": counters.tokens_cached,
-                      "generated": counters.tokens_generated}
+                      "generated": counters.tokens_generated, "history": counters.history_tokens,
+                      "history_cached": counters.history_tokens_cached}
             seconds = (request.finished_at or time.perf_counter()) - request.submitted_at
             error = request.error if request.finish_reason is not None and request.finish_reason.value == "error" else None
             if request.finish_reason is not None and request.finish_reason.value == "length":

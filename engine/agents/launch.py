@@ -152,6 +152,23 @@ def progress_callback(live: LiveProgress | None, total: int):
         seconds = max(summary.seconds, 1e-9)
         live.update(done=summary.episodes + summary.skipped, total=total,
                     detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
-                           f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled")
+                           f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled{kv_reuse(summary)}")
 
     return progress
+
+
+KV_SHORT = 0.9  # below this share of earlier turns served from the cache, the progress line says why it is slow
+
+
+def kv_reuse(summary) -> str:
+    """`, KV reuse 99.8%` for the progress line, with what to do when turns keep recomputing their history.
+
+    A pool too small for the episodes in flight evicts an idle episode's KV while it waits for its
+    tool, and its next turn prefills the whole conversation again: the run slows many-fold with
+    nothing else to show for it.
+    """
+    if not summary.history_tokens:
+        return ""
+    share = summary.history_cached / summary.history_tokens
+    hint = " (the KV pool is too small for the episodes in flight: raise --kv-cache-gib or lower --concurrency)"
+    return f", KV reuse {100 * share:.1f}%" + (hint if share < KV_SHORT else "")

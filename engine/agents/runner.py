@@ -58,6 +58,8 @@ class RunSummary:
     tokens_generated: int = 0
     tokens_prefilled: int = 0
     tokens_cached: int = 0
+    history_tokens: int = 0  # earlier turns' tokens present at each turn (the progress line's KV reuse)
+    history_cached: int = 0  # of those, served from the KV cache rather than recomputed
     seconds: float = 0.0
     reasons: dict = field(default_factory=dict)
 
@@ -142,7 +144,8 @@ class RolloutRunner:
                     state = self._live.pop(ticket)
                     summary.steps += 1
                     for key, name in (("generated", "tokens_generated"), ("prefilled", "tokens_prefilled"),
-                                      ("cached", "tokens_cached")):
+                                      ("cached", "tokens_cached"), ("history", "history_tokens"),
+                                      ("history_cached", "history_cached")):
                         setattr(summary, name, getattr(summary, name) + int(output.tokens.get(key, 0)))
                     if output.error:
                         log.warning("question %s: the engine failed a turn: %s", state.episode.question.id, output.error)
