@@ -104,8 +104,11 @@ STEPS = (
          (*_RUN, "--out", "{root}/runs/learning-bm25-base", "--threads", "{threads}", "--format", "json"),
          "runs/learning-bm25-base", run=True),
     Step("bm25-tuned", "bm25 agent (MADQA's loop, T = 10), base model + the adapter, held-out questions",
+         # engine sizing only (no method flag): its episodes read ~20K tokens each, so the default 16 in
+         # flight in a 2 GiB pool evicted one another's KV every turn and recomputed it (2h25m, none finished)
          (*_RUN, "--adapter", "{root}/learning/adapter", "--out", "{root}/runs/learning-bm25-tuned", "--threads",
-          "{threads}", "--format", "json"), "runs/learning-bm25-tuned", run=True),
+          "{threads}", "--concurrency", "8", "--kv-cache-gib", "6", "--format", "json"), "runs/learning-bm25-tuned",
+         run=True),
     # the learned stop rule: fitted on the madqa-financebench table's two bm25 runs, their training questions only
     Step("stop", "stop rule fitted on the bm25 agent's searches of the training questions (both loops, "
                  "madqa-financebench's runs)",
@@ -161,9 +164,10 @@ def run_step(step: Step, root: Path, threads: int) -> None:
     record_path = root / "learning" / "steps.json"
     record_path.parent.mkdir(parents=True, exist_ok=True)
     record = base._read_json(record_path) or {}
-    state = record.setdefault(step.name, {"command": shown_command(step, threads), "segments": []})
+    state = record.setdefault(step.name, {"segments": []})
+    state["command"] = shown_command(step, threads)  # the latest; each segment keeps the one it ran
     segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": base._loadavg(), "cores": os.cpu_count(),
-               "commit": base._commit()}
+               "commit": base._commit(), "command": state["command"]}
     args = [*base._dossier(), *_args(step, root, threads)]
     base._say(shown_command(step, threads))
     log = root / "learning" / f"{step.name}.log"
@@ -203,6 +207,7 @@ def archive_learning(root: Path, archive: Path) -> Path:
               "learning/adapter/README.md": "adapter/README.md", "learning/heldout-hits.json": "heldout-hits.json",
               "learning/stop.json": "stop.json", "learning/stop-fit.json": "stop-fit.json",
               "learning/steps.json": "steps.json"}
+    carry_earlier_tries(root / "learning/steps.json", target / "steps.json")
     for source, name in pieces.items():
         unfinished = source.endswith(".json") and base._read_json(root / source) is None  # being written by hand
         if (root / source).is_file() and not unfinished:
@@ -223,6 +228,29 @@ def archive_learning(root: Path, archive: Path) -> Path:
             if base._read_json(run / "run_summary.json") is not None:  # its own timing, for a run made by hand
                 (archived / "run_summary.json").write_text(_scrubbed(run / "run_summary.json", root), encoding="utf-8")
     return target
+
+
+def carry_earlier_tries(record_path: Path, archived_path: Path) -> None:
+    """Keep in the live steps.json the archived segments of a run step that this root tried afresh.
+
+    A run with no finished episode is not restored (there is nothing to resume), so its next try
+    starts a new record; the time the earlier tries spent belongs to the row all the same. Each
+    carried segment keeps the command it ran.
+    """
+    record, archived = base._read_json(record_path), base._read_json(archived_path)
+    if not isinstance(record, dict) or not isinstance(archived, dict):
+        return
+    changed = False
+    for step in (s for s in STEPS if s.run and s.name in record and s.name in archived):
+        live = record[step.name].setdefault("segments", [])
+        started = {segment.get("started") for segment in live}
+        earlier = [{**segment, "command": segment.get("command") or archived[step.name].get("command")}
+                   for segment in archived[step.name].get("segments", []) if segment.get("started") not in started]
+        if earlier:
+            record[step.name]["segments"] = earlier + live
+            changed = True
+    if changed:
+        base._write_json(record_path, record)
 
 
 def restore_learning(root: Path, archive: Path) -> list[str]:

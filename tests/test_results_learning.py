@@ -331,3 +331,26 @@ def test_other_held_out_questions_are_not_restored(tmp_path):
     _write(fresh / learning.HELDOUT, json.dumps(_questions()[0]) + "\n")
     with pytest.raises(SystemExit, match="differ"):
         learning.restore_learning(fresh, archive)
+
+
+def test_a_run_tried_afresh_keeps_the_archived_tries_time_and_each_try_its_command(tmp_path, monkeypatch):
+    root = make_root(tmp_path / "runs" / "results")
+    docs = tmp_path / "docs"
+    earlier = {"started": "2026-12-01T10:00:00", "seconds": 1134.4, "load_start": [1, 1, 1], "load_end": [1, 1, 1],
+               "cores": 2, "commit": "abc", "exit_status": -15}
+    _write(docs / "runs" / learning.NAME / "steps.json",
+           {"bm25-tuned": {"command": "dossier run --old-flags", "segments": [earlier]}})
+    monkeypatch.setattr(learning, "_execute", lambda args, stdout, stderr: -15)  # stopped again, none finished
+    step = next(s for s in learning.STEPS if s.name == "bm25-tuned")
+    with pytest.raises(SystemExit):
+        learning.run_step(step, root, threads=2)
+    assert learning.main(root, docs, docs / "runs", score_only=True) == 0
+    record = json.loads((docs / "runs" / learning.NAME / "steps.json").read_text())["bm25-tuned"]
+    first, second = record["segments"]
+    assert first["seconds"] == 1134.4 and first["command"] == "dossier run --old-flags"
+    assert "--kv-cache-gib 6" in second["command"] and record["command"] == second["command"]
+    table = json.loads((docs / "learning-financebench.json").read_text())
+    row = next(r for r in table["runs"] if r["name"] == "bm25-tuned")
+    assert row["status"].startswith("started, no episode finished in") and "(2 tries)" in row["status"]
+    assert learning.main(root, docs, docs / "runs", score_only=True) == 0  # archiving again adds nothing twice
+    assert len(json.loads((docs / "runs" / learning.NAME / "steps.json").read_text())["bm25-tuned"]["segments"]) == 2
