@@ -61,13 +61,27 @@ NOTES = (  # what the runs so far showed that the figures alone do not say
     "then on an AMD EPYC with avx512_bf16 and no AMX (one thread, 4,048 s), because the first one's weights were "
     "not archived. Both gave the same held-out first-query hits, 2/31 -> 7/31 (gold documents 54.8 % then 58.1 %). "
     "The weights are archived since, so the tuned run resumes with this adapter.",
-    "Why the tuned whole run takes hours: MADQA's boolean search joins a query's terms with AND, and the base "
-    "model's queries are long and specific, so 244 of the base run's 263 searches returned no page (0.15 pages a "
-    "search) and its 31 episodes prefilled 28,532 tokens in all. The tuned model's short queries match, and each "
-    "match shows five pages, so its episodes read thousands of tokens a search: after 1,134 s on one core (bf16, "
-    "no AMX, about 20 prefilled tokens/s) none of its 16 episodes in flight had finished, and on the first machine "
-    "it ran 6,470 s beside another model without finishing one. Its whole-run and gold-within-budget comparisons "
-    "wait for a machine that can give it several hours (or a GPU).",
+    "What the tuned whole run showed: the adapter's first queries find gold pages more often (the first search "
+    "hit one for 6/31 against the base model's 2/31, and a gold page came up within the budget for 7/31 against "
+    "2/31, McNemar p = 0.125), yet the whole run got worse: 0/31 correct against 2/31, no page cited (Page F1 0), "
+    "every episode searched to the budget (9.00 searches a question), mostly repeating one query (\"average\" nine "
+    "times in the first episode), and answered with lists of query terms (['average accounts payable', '361.3']). "
+    "The adapter was trained on first queries only, but merged into the model it acts on every turn, answers "
+    "included: a query-formulation adapter should be applied to the query turns alone, which Dossier does not do "
+    "yet. Kuiper is undefined for the tuned run because no answer is correct.",
+    "Why the tuned whole run took hours: MADQA's boolean search joins a query's terms with AND, and the base "
+    "model's long, specific queries rarely match (244 of its 263 searches returned no page; its 31 episodes "
+    "prefilled 28,532 tokens in all), while the tuned model's short queries match and each match shows five "
+    "pages: its episodes prefilled 538,150 tokens, 19 times as many. It finished on its fourth try, 9,360 s on an "
+    "Intel Xeon with AMX (2 threads, bf16, 8 episodes in flight in a 6 GiB KV pool, 99.99 % of earlier turns "
+    "served from cache, about 58 prefilled tokens/s). The settings changed between tries are the engine's "
+    "sizing only (threads, episodes in flight, KV pool); model, adapter, prompts and budget are the same. The "
+    "tries before it finished no episode, so none was resumed: 6,470 s on the first machine beside another "
+    "model, 1,134 s on one core of an AMD EPYC with 16 in flight (the first segment above), and about 8,700 s "
+    "with 16 in flight in a "
+    "2 GiB pool, where the episodes evicted each other's KV and every turn recomputed its history (that try was "
+    "cut off with its session and not recorded; the run's progress line now shows the KV reuse share and says "
+    "when the pool is too small).",
 )
 
 
@@ -573,7 +587,7 @@ def render(result: dict) -> str:
         segs = s["segments"]
         timed = (f"{sum(x['seconds'] for x in segs):.0f} s | " + ", ".join(
             f"{x['load_start'][0]:.1f}→{x['load_end'][0]:.1f}" for x in segs) + " | "
-                 + ", ".join(sorted({x["commit"] for x in segs})) if segs else
+                 + ", ".join(dict.fromkeys(x["commit"] for x in segs)) if segs else
                  "run by hand, not timed by this script" + (f" (its own report: {s['own_seconds']:.0f} s"
                  + (", model loading excluded)" if s["name"] == "train" else ")") if s["own_seconds"] else "") + " | | ")
         lines.append(f"| {s['label']} | `{s['command']}` | {timed} |")
