@@ -90,6 +90,9 @@ class SdpaBackend(AttentionBackend):
                 keys = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
                 values = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
             queries = q[rows].transpose(0, 1)  # (heads, length, D)
+            if span.mask is not None and window is None and _FLASH is not None:
+                out[rows] = _continued_prefill(queries, keys, values).transpose(0, 1)
+                continue
             attended = F.scaled_dot_product_attention(
                 queries.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0),
                 attn_mask=mask, is_causal=mask is None, enable_gqa=group > 1,
@@ -126,6 +129,37 @@ class NumbaBackend(SdpaBackend):
         kv_heads, head_dim = k_cache.shape[2:]
         grouped = queries.reshape(batch, kv_heads, -1, head_dim).contiguous()  # grouped per KV head
         return paged_decode_torch(grouped, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens, window)
+
+
+_FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # (output, logsumexp)
+
+
+def _continued_prefill(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """A chunk's attention over its cached context and itself, without the (length, kv_len) mask.
+
+    The cached keys are visible to every query of the chunk, so that part needs no mask and its
+    queries can be grouped per KV head (no K/V copies); the chunk's own keys are causal. The two
+    softmaxes are merged by their log-sum-exps. With an explicit mask torch's CPU flash kernel
+    reads a float copy of the mask for every head: on 2 AMX cores in bf16 this is 1.1-1.3x faster
+    at a 4K context and 1.3-1.8x at 16K (benchmarks/bench_attention.py).
+
+    queries (heads, length, D); keys and values (kv_heads, kv_len, D). Returns (heads, length, D).
+    """
+    heads, length, dim = queries.shape
+    kv_heads, kv_len, _ = keys.shape
+    group, cached = heads // kv_heads, kv_len - length
+    grouped = queries.reshape(1, kv_heads, group * length, dim)  # rows independent: no mask over the prefix
+    old, old_lse = _FLASH(grouped, keys[None, :, :cached], values[None, :, :cached])
+    old, old_lse = old[0].reshape(heads, length, dim), old_lse[0].reshape(heads, length)
+    own_keys, own_values = keys[:, cached:], values[:, cached:]
+    if group > 1:
+        own_keys, own_values = own_keys.repeat_interleave(group, 0), own_values.repeat_interleave(group, 0)
+    new, new_lse = _FLASH(queries[None], own_keys[None], own_values[None], is_causal=True)
+    new, new_lse = new[0], new_lse[0]
+    top = torch.maximum(old_lse, new_lse)
+    w_old, w_new = torch.exp(old_lse - top), torch.exp(new_lse - top)
+    merged = (old.float() * w_old[..., None] + new.float() * w_new[..., None]) / (w_old + w_new)[..., None]
+    return merged.to(queries.dtype)
 
 
 def _masks(meta: AttentionMetadata, window: int | None) -> tuple[torch.Tensor | None, list[torch.Tensor | None]]:

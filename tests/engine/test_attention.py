@@ -235,3 +235,19 @@ def test_bf16_engine_on_numba_gives_the_greedy_tokens_of_sdpa(tiny_llama):
                 f"prompt of {len(prompt)}: numba {ours} and sdpa {theirs} part at token {parted}, and numba's token "
                 f"is not float32's {exact}")
     assert sum(ours == theirs for ours, theirs in zip(numba, sdpa)) >= 3, (numba, sdpa)
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
+def test_a_continued_prefill_without_its_mask_equals_the_masked_attention(dtype, atol):
+    """Qwen2.5-1.5B's head grouping (12 query heads on 2 KV heads): a 64-token chunk after 300 cached tokens."""
+    from engine.core.attention_cpu import _continued_prefill
+
+    g = torch.Generator().manual_seed(3)
+    heads, kv_heads, dim, length, kv_len = 12, 2, 64, 64, 364
+    q = torch.randn(heads, length, dim, generator=g)
+    k, v = torch.randn(kv_heads, kv_len, dim, generator=g), torch.randn(kv_heads, kv_len, dim, generator=g)
+    mask = torch.arange(kv_len)[None] <= torch.arange(kv_len - length, kv_len)[:, None]
+    want = F.scaled_dot_product_attention(q, k.repeat_interleave(6, 0), v.repeat_interleave(6, 0), attn_mask=mask)
+    got = _continued_prefill(q.to(dtype), k.to(dtype), v.to(dtype))
+    assert got.dtype == dtype and got.shape == (heads, length, dim)
+    assert (got.float() - want).abs().max() < atol
