@@ -29,6 +29,8 @@ class ModelOutput:
     tokens: dict  # {"prefilled", "cached", "generated"} for this turn
     model_s: float  # seconds from submission to the last token
     error: str | None = None  # the engine could not run the turn
+    token_ids: list[int] | None = None  # the generated ids (kept so a resumed run can replay the turn exactly)
+    replayed: bool = False  # taken from turns.jsonl on resume, not generated in this run
 
 
 class EngineBackend:
@@ -84,6 +86,18 @@ class EngineBackend:
                                 max_new_tokens=turn.max_new_tokens or self.max_new_tokens)
         return self.engine.submit(session, params)
 
+    def replay(self, session, record: dict) -> bool:
+        """Append a recorded turn's generated ids to the session opened for it, as if generated now.
+
+        False when the record has no ids (the turn is then generated again).
+        """
+        token_ids = record.get("token_ids")
+        if not isinstance(token_ids, list) or not token_ids:
+            return False
+        session.append([int(t) for t in token_ids])
+        session.history_len = len(session.seq)  # as a finished turn leaves it
+        return True
+
     def has_pending(self) -> bool:
         return self.engine.has_pending()
 
@@ -98,7 +112,7 @@ class EngineBackend:
             error = request.error if request.finish_reason is not None and request.finish_reason.value == "error" else None
             if request.finish_reason is not None and request.finish_reason.value == "length":
                 tokens["cut_by_turn_cap"] = True  # the turn cap (--max-turn-tokens) ended it: a call may be cut mid-way
-            out.append((request, ModelOutput(request.text, tokens, seconds, error)))
+            out.append((request, ModelOutput(request.text, tokens, seconds, error, list(request.output_token_ids))))
         return out
 
     def stats(self) -> dict:
@@ -177,6 +191,12 @@ class ScriptedBackend:
         ticket = ("ticket", self._ticket)
         self._queue.append((ticket, conversation, turn))
         return ticket
+
+    def replay(self, conversation, record: dict) -> bool:
+        """A recorded turn's text joins the conversation as if the policy had written it now."""
+        conversation.turns += 1
+        conversation.messages.append(("assistant", str(record.get("text", ""))))
+        return True
 
     def has_pending(self) -> bool:
         return bool(self._queue)

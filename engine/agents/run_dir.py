@@ -4,6 +4,8 @@
     RUN_DIR/trajectories.jsonl  one line per finished episode
     RUN_DIR/predictions.jsonl   one line per finished episode: the commit marker, written last
     RUN_DIR/run_summary.json    this call's figures, earlier calls' kept under "earlier_calls"
+    RUN_DIR/turns.jsonl         each model turn of an episode still in flight (its text and token ids):
+                                a killed run replays them on resume instead of generating them again
     (the studio adds events.jsonl, its journal, written with the same append)
 
 Writers: the rollout runner, `dossier run` (engine/agents/launch.py), silver mining
@@ -15,7 +17,9 @@ is a whole record missing only its newline, completes it), so a new record never
 a fragment and is lost with it. `read_records` never raises on a torn or undecodable line: it
 skips it with a warning naming the file and line. `finished_ids` is what resuming reads: the
 ids with a prediction; trajectories without one (episodes in flight when the run was killed)
-are dropped so they are not written twice.
+are dropped so they are not written twice. `turns_in_flight` gives back the recorded turns of
+those episodes, so a resumed episode replays its finished turns (their tools run again; the
+model is called only for turns never recorded) and the work in flight is not lost.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from engine.datasets.formats import LineError, iter_jsonl
 from tools.errors import DossierError
 
 __all__ = ["append_record", "read_records", "repair_tail", "commit_episode", "finished_ids", "check_resume",
-           "write_run_json", "write_summary", "TRAJECTORIES", "PREDICTIONS"]
+           "write_run_json", "write_summary", "record_turn", "turns_in_flight", "TRAJECTORIES", "PREDICTIONS",
+           "TURNS"]
 
 log = logging.getLogger(__name__)
 
-TRAJECTORIES, PREDICTIONS = "trajectories.jsonl", "predictions.jsonl"
+TRAJECTORIES, PREDICTIONS, TURNS = "trajectories.jsonl", "predictions.jsonl", "turns.jsonl"
 
 
 def repair_tail(path: Path) -> int:
@@ -140,6 +145,35 @@ def finished_ids(out: Path) -> set[str]:
         if len(kept) != total or _has_bad_lines(trajectories, total):
             _rewrite(trajectories, kept)
     return done
+
+
+def record_turn(out: Path, record: dict) -> None:
+    """Keep one model turn of an episode in flight: {"id", "episode", "turn", "text", "token_ids", "tokens", "model_s"}.
+
+    "id" is the top-level question, "episode" the episode's key (the question id, or for a child
+    episode its parent's key and its place among the spawned children), "turn" its count of model
+    calls before this one.
+    """
+    append_record(out / TURNS, record)
+
+
+def turns_in_flight(out: Path, done: set[str]) -> dict[tuple[str, int], dict]:
+    """The recorded turns of unfinished episodes, by (episode key, turn); the file is cut down to them.
+
+    Turns of episodes finished since are dropped from turns.jsonl (they are in trajectories.jsonl);
+    when none is left the file is removed.
+    """
+    path = out / TURNS
+    if not path.exists():
+        return {}
+    repair_tail(path)
+    kept = [r for r in read_records(path)
+            if str(r.get("id")) not in done and isinstance(r.get("episode"), str) and isinstance(r.get("turn"), int)]
+    if kept:
+        _rewrite(path, kept)
+    else:
+        path.unlink()
+    return {(r["episode"], r["turn"]): r for r in kept}
 
 
 def _has_bad_lines(path: Path, good: int) -> bool:

@@ -19,8 +19,11 @@ finishes, the parent continues with `on_children`. Only top-level episodes are w
 count against `concurrency`.
 
 Each finished episode is appended to trajectories.jsonl and then predictions.jsonl
-(the commit marker), with an fsync (engine/agents/run_dir.py). A killed run restarted with the same --out skips
-finished episodes and loses only the ones in flight. With `record` instead of `out`,
+(the commit marker), with an fsync (engine/agents/run_dir.py). Every model turn of an episode in flight is
+kept in turns.jsonl (its text and generated token ids), so a killed run restarted with the same --out skips
+finished episodes and replays the turns its episodes in flight had finished: each is rebuilt by
+running its agent again with the recorded turns instead of model calls (its tools run again), and
+the model is called from the first turn never recorded. With `record` instead of `out`,
 finished episodes go to that callback (a Ray worker streams them to its driver, which
 writes the run directory).
 """
@@ -38,7 +41,8 @@ from pathlib import Path
 
 from engine.agents.actions import Done, Spawn, ToolJob, Turn
 from engine.agents.registry import agent_spec
-from engine.agents.run_dir import commit_episode, finished_ids
+from engine.agents.backend import ModelOutput
+from engine.agents.run_dir import TURNS, commit_episode, finished_ids, record_turn, turns_in_flight
 from engine.agents.settings import AgentSettings
 from engine.datasets.formats import Question
 from tools.errors import DossierError
@@ -60,6 +64,7 @@ class RunSummary:
     tokens_cached: int = 0
     history_tokens: int = 0  # earlier turns' tokens present at each turn (the progress line's KV reuse)
     history_cached: int = 0  # of those, served from the KV cache rather than recomputed
+    replayed: int = 0  # model turns of episodes interrupted earlier, replayed from turns.jsonl (not counted in steps)
     seconds: float = 0.0
     reasons: dict = field(default_factory=dict)
 
@@ -69,7 +74,8 @@ class RunSummary:
                 "tokens_generated": self.tokens_generated, "tokens_prefilled": self.tokens_prefilled,
                 "tokens_cached": self.tokens_cached, "seconds": round(self.seconds, 2),
                 "episodes_per_hour": rate(self.episodes * 3600), "steps_per_s": rate(self.steps),
-                "generated_tok_per_s": rate(self.tokens_generated), "finish_reasons": self.reasons}
+                "generated_tok_per_s": rate(self.tokens_generated), "finish_reasons": self.reasons,
+                "turns_replayed": self.replayed}
 
 
 @dataclass
@@ -82,6 +88,9 @@ class _Live:
     spawn: Spawn | None = None  # a parent's spawn, while its children run
     children: list | None = None  # a parent's children (spawned and added), while they run
     children_left: int = 0
+    key: str = ""  # the episode's key in turns.jsonl: its question id, or its parent's key and its place
+    calls: int = 0  # model turns submitted so far
+    spawns: int = 0  # a parent's spawns so far
 
 
 class RolloutRunner:
@@ -117,6 +126,10 @@ class RolloutRunner:
             done = finished_ids(self.out)
         todo = deque(q for q in questions if q.id not in done)
         summary = RunSummary(skipped=len(questions) - len(todo))
+        self._replay = turns_in_flight(self.out, done) if self.record is None else {}
+        if self._replay:
+            log.info("replaying %d model turns of episodes in flight when %s was stopped", len(self._replay), self.out)
+        self._replayed: list[tuple[object, ModelOutput]] = []  # recorded turns handed back at the next step
         self._total = len(questions)
         spec = agent_spec(self.settings.agent)
         start = time.perf_counter()
@@ -129,35 +142,53 @@ class RolloutRunner:
             while todo or in_flight:
                 while todo and in_flight < self.concurrency:
                     question = todo.popleft()
-                    state = _Live(spec.build(question, self.settings, self.env), self.backend.open(question.id))
+                    state = _Live(spec.build(question, self.settings, self.env), self.backend.open(question.id),
+                                  key=question.id)
                     in_flight += 1
                     in_flight -= self._advance(state, state.episode.first_turn())
                 # tools started before the previous step: their results join now, in start order
                 ready, self._started_tools = self._started_tools, []
+                replayed, self._replayed = self._replayed, []
                 # with no model work pending there is nothing to overlap: the tools are awaited at once
                 outputs = self.backend.step() if self.backend.has_pending() else []
-                if in_flight and not outputs and not ready and not self.backend.has_pending():
+                if in_flight and not outputs and not ready and not replayed and not self.backend.has_pending():
                     raise RuntimeError(f"rollout stalled with {in_flight} episodes in flight")  # a bug, never input
                 for future, state in ready:
                     in_flight -= self._advance(state, state.episode.on_tool_result(future.result()))
-                for ticket, output in outputs:
+                for ticket, output in replayed + outputs:
                     state = self._live.pop(ticket)
-                    summary.steps += 1
-                    for key, name in (("generated", "tokens_generated"), ("prefilled", "tokens_prefilled"),
-                                      ("cached", "tokens_cached"), ("history", "history_tokens"),
-                                      ("history_cached", "history_cached")):
-                        setattr(summary, name, getattr(summary, name) + int(output.tokens.get(key, 0)))
+                    if output.replayed:
+                        summary.replayed += 1
+                    else:
+                        summary.steps += 1
+                        for key, name in (("generated", "tokens_generated"), ("prefilled", "tokens_prefilled"),
+                                          ("cached", "tokens_cached"), ("history", "history_tokens"),
+                                          ("history_cached", "history_cached")):
+                            setattr(summary, name, getattr(summary, name) + int(output.tokens.get(key, 0)))
                     if output.error:
                         log.warning("question %s: the engine failed a turn: %s", state.episode.question.id, output.error)
                         in_flight -= self._advance(state, state.episode.fail("error"))
                         continue
+                    if not output.replayed and self.record is None:
+                        self._keep_turn(state, output)
                     tokens = output.tokens if state.appended is None else {**output.tokens, "appended": state.appended}
                     action = state.episode.on_output(output.text, state.turn, tokens, output.model_s)
                     in_flight -= self._advance(state, action)
                 summary.seconds = time.perf_counter() - start
                 if self.progress and outputs:  # steps/s and tok/s move while long episodes run
                     self.progress(summary, self._total)
+        if self.record is None and (self.out / TURNS).exists():
+            (self.out / TURNS).unlink()  # every episode finished: its turns are in trajectories.jsonl
         return summary
+
+    def _keep_turn(self, state: _Live, output: ModelOutput) -> None:
+        """Record a finished model turn of an episode in flight, so that a killed run replays it."""
+        top = state
+        while top.parent is not None:
+            top = top.parent
+        record_turn(self.out, {"id": top.episode.question.id, "episode": state.key, "turn": state.calls - 1,
+                               "text": output.text, "token_ids": output.token_ids, "tokens": output.tokens,
+                               "model_s": output.model_s})
 
     def _advance(self, state: _Live, action) -> int:
         """Carry out an episode's action; returns 1 when a top-level episode ended (0 otherwise)."""
@@ -168,7 +199,14 @@ class RolloutRunner:
                     return self._advance(state, state.episode.fail("context_exhausted"))
             state.appended = self.backend.append(state.handle, action.messages)
             state.turn = action
-            ticket = self.backend.submit(state.handle, action, self._seed(state.episode))
+            state.calls += 1
+            recorded = self._replay.pop((state.key, state.calls - 1), None)
+            if recorded is not None and getattr(self.backend, "replay", None) and self.backend.replay(state.handle, recorded):
+                ticket = object()
+                self._replayed.append((ticket, ModelOutput(str(recorded.get("text", "")), dict(recorded.get("tokens") or {}),
+                                                           float(recorded.get("model_s") or 0.0), replayed=True)))
+            else:
+                ticket = self.backend.submit(state.handle, action, self._seed(state.episode))
             self._live[ticket] = state
             return 0
         if isinstance(action, ToolJob):
@@ -178,6 +216,7 @@ class RolloutRunner:
             if not action.children:
                 return self._advance(state, state.episode.on_children([]))
             state.spawn, state.children, state.children_left = action, [], 0
+            state.spawns += 1
             return self._start_children(state, list(action.children))
         assert isinstance(action, Done), f"an episode returned {action!r}, not an action"
         self.backend.close(state.handle)
@@ -209,13 +248,15 @@ class RolloutRunner:
         All are counted before the first starts: a child that ends at once (its first turn does not
         fit) cannot bring the count to zero while its siblings are still to start.
         """
+        first = len(parent.children)
         parent.children += children
         parent.children_left += len(children)
         ended = 0
-        for child in children:
+        for place, child in enumerate(children, first):
             handle = (self.backend.fork(parent.handle, child.question.id) if parent.spawn.fork
                       else self.backend.open(child.question.id))
-            ended += self._advance(_Live(child, handle, parent=parent), child.first_turn())
+            key = f"{parent.key}/{parent.spawns}.{place}"
+            ended += self._advance(_Live(child, handle, parent=parent, key=key), child.first_turn())
         return ended
 
     def _seed(self, episode) -> int:

@@ -131,7 +131,9 @@ def run_cmd(**options) -> None:
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(report["finish_reasons"].items()))
     typer.echo(f"{report['episodes']} episodes in {report['seconds']} s ({report['episodes_per_hour']:.0f} episodes/h, "
                f"{report['steps_per_s']} steps/s, {report['generated_tok_per_s']} tok/s); finish: {reasons or '-'}"
-               + (f"; {report['skipped']} already done" if report["skipped"] else ""))
+               + (f"; {report['skipped']} already done" if report["skipped"] else "")
+               + (f"; {report['turns_replayed']} turns of interrupted episodes replayed" if report.get("turns_replayed")
+                  else ""))
     prefilled, cached = report["tokens_prefilled"], report["tokens_cached"]
     share = f" ({100 * cached / (prefilled + cached):.0f} %)" if prefilled + cached else ""
     threads = report.get("cpu_threads")

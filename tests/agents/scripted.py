@@ -55,3 +55,30 @@ def slow(policy, seconds: float):
         return policy(qid, turn, messages)
 
     return wrapped
+
+
+def counted(policy, written: list, stop_after: int | None = None):
+    """`policy`, noting each (question id, turn) it writes in `written`; raises KeyboardInterrupt (a kill)
+    instead of writing turn number `stop_after` + 1."""
+    def wrapped(qid, turn, messages):
+        if stop_after is not None and len(written) == stop_after:
+            raise KeyboardInterrupt("stopped mid-run")
+        written.append((qid, turn))
+        return policy(qid, turn, messages)
+
+    return wrapped
+
+
+def episodes_without_times(out: Path) -> tuple[list, list]:
+    """A run directory's predictions and trajectories, sorted by id, without their times."""
+    def strip(record):
+        if isinstance(record, list):
+            return [strip(r) for r in record]
+        if not isinstance(record, dict):
+            return record
+        return {k: strip(v) for k, v in record.items() if k not in ("wall_s", "seconds", "model_s", "timing", "cpu_s")}
+
+    def read(name):
+        return sorted((strip(json.loads(line)) for line in (out / name).read_text().splitlines()), key=lambda r: r["id"])
+
+    return read("predictions.jsonl"), read("trajectories.jsonl")

@@ -1,4 +1,5 @@
-"""A run killed with SIGKILL and restarted with the same --out loses nothing that had finished."""
+"""A run killed and restarted with the same --out loses nothing that had finished, and replays the
+turns of the episodes it stopped in the middle of."""
 
 import json
 import os
@@ -8,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.agents.scripted import build_corpus
+import pytest
+
+from tests.agents.scripted import build_corpus, counted, episodes_without_times
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,3 +42,38 @@ def test_resume_after_kill_9_loses_nothing_finished(tmp_path):
     assert ids[: len(before)] == before  # finished episodes were kept as they were
     traj_ids = [json.loads(line)["id"] for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert sorted(traj_ids) == sorted(ids)  # one trajectory per prediction, none from killed episodes
+
+
+def three_searches_then_answer(qid: str, turn: int, messages) -> str:
+    """Searches on turns 1-3, then an answer citing the last hit and naming the tool result's length."""
+    if turn <= 3:
+        return json.dumps({"tool": "search", "query": ("revenue", "revenue 2019", "capital expenditure")[turn - 1]})
+    last = messages[-1][1]
+    doc, page = last.split("File: ", 1)[1].split("\n", 1)[0].split(", Page: ")
+    return json.dumps({"tool": "answer", "answer": [f"{qid} read {len(last)}"],
+                       "citations": [{"document": doc, "page": page}]})
+
+
+def test_a_run_killed_mid_episode_replays_its_finished_turns_and_ends_as_if_never_stopped(tmp_path):
+    from engine.agents.backend import ScriptedBackend
+    from engine.agents.env import AgentEnv
+    from engine.agents.runner import RolloutRunner
+    from engine.agents.settings import AgentSettings
+    from tests.agents.scripted import questions
+
+    corpus, items = build_corpus(tmp_path / "c"), questions(5)
+    run = lambda policy, out: RolloutRunner(ScriptedBackend(policy), AgentSettings(), AgentEnv(corpus), out,  # noqa: E731
+                                            concurrency=3).run(items)
+    whole, first, rest = [], [], []
+    run(counted(three_searches_then_answer, whole), tmp_path / "whole")
+    assert len(whole) == 20  # 5 episodes of 4 turns
+    # stopped with three episodes in flight and none finished: all nine turns would be lost
+    with pytest.raises(KeyboardInterrupt):
+        run(counted(three_searches_then_answer, first, stop_after=9), tmp_path / "cut")
+    assert not (tmp_path / "cut/predictions.jsonl").exists() or not (tmp_path / "cut/predictions.jsonl").read_text()
+    assert len((tmp_path / "cut/turns.jsonl").read_text().splitlines()) == 9
+    summary = run(counted(three_searches_then_answer, rest), tmp_path / "cut")
+    assert summary.replayed == 9 and summary.steps == 11 and summary.episodes == 5
+    assert len(first) + len(rest) == len(whole) and not set(first) & set(rest)  # no turn written twice
+    assert episodes_without_times(tmp_path / "cut") == episodes_without_times(tmp_path / "whole")
+    assert not (tmp_path / "cut/turns.jsonl").exists()  # every episode finished: nothing left to replay

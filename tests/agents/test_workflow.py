@@ -287,3 +287,26 @@ def test_a_document_is_structured_while_another_is_still_read(tmp_path, corpus):
     assert trajs["w1"]["workflow"]["records"] == even_trajs["w1"]["workflow"]["records"]
     assert [s["input_delta"] for s in trajs["w1"]["steps"] if s["stage"] in ("code", "answer")] == [
         s["input_delta"] for s in even_trajs["w1"]["steps"] if s["stage"] in ("code", "answer")]
+
+
+def test_a_workflow_stopped_while_its_documents_are_read_resumes_from_their_recorded_turns(tmp_path, corpus):
+    """Child episodes (one per document) replay their turns on resume like top-level ones do."""
+    from tests.agents.scripted import counted, episodes_without_times
+
+    def go(policy, out):
+        return RolloutRunner(ScriptedBackend(policy), AgentSettings(agent="workflow"), AgentEnv(corpus, page_chars=400),
+                             out).run([question()])
+
+    whole, first, rest = [], [], []
+    go(counted(workflow_policy(), whole), tmp_path / "whole")
+    children = [i for i, (qid, _) in enumerate(whole) if "/" in qid]
+    cut = children[len(children) // 2]  # the plan and half the documents' turns done
+    with pytest.raises(KeyboardInterrupt):
+        go(counted(workflow_policy(), first, stop_after=cut), tmp_path / "cut")
+    # the turns the runner had been handed back (the stopped step's others were lost with it)
+    recorded = len((tmp_path / "cut/turns.jsonl").read_text().splitlines())
+    assert first == whole[:cut] and any("/" in qid for qid, _ in whole[:recorded])
+    summary = go(counted(workflow_policy(), rest), tmp_path / "cut")
+    assert summary.replayed == recorded and summary.episodes == 1
+    assert len(rest) == len(whole) - recorded  # no recorded turn written again
+    assert episodes_without_times(tmp_path / "cut") == episodes_without_times(tmp_path / "whole")
