@@ -105,7 +105,9 @@ class Table:
     judge: JudgeSpec | None = None  # also score accuracy with this local LLM judge (Rogan-Gladen corrected)
 
 
-def _madqa_rows(model: str = QUIET_MODEL) -> tuple[Row, ...]:
+def _madqa_rows(model: str = QUIET_MODEL, rlm_sizing: tuple[str, ...] = ()) -> tuple[Row, ...]:
+    """MADQA's rows; `rlm_sizing` adds engine flags (episodes in flight, KV pool) to the rlm row, which change
+    how fast it runs, never what it answers."""
     tag = model.replace("qwen2.5-", "")
     return (
         Row("bm25", f"bm25-{tag}-int8", "bm25, MADQA's loop (T = 10)", ("--agent", "bm25", "--loop", "madqa", *INT8), model),
@@ -113,11 +115,17 @@ def _madqa_rows(model: str = QUIET_MODEL) -> tuple[Row, ...]:
         Row("rag", f"rag-{tag}-int8", "rag (top 5 for the question)", ("--agent", "rag", *INT8), model),
         Row("filesearch", f"filesearch-{tag}-int8", "filesearch (dense chunks)", ("--agent", "filesearch", *INT8), model,
             requires_agent="filesearch"),
-        Row("rlm", f"rlm-{tag}-int8", "rlm (corpus in a REPL)", ("--agent", "rlm", *INT8), model, requires_agent="rlm"),
+        Row("rlm", f"rlm-{tag}-int8", "rlm (corpus in a REPL)", ("--agent", "rlm", *INT8, *rlm_sizing), model,
+            requires_agent="rlm"),
         Row("oracle", f"oracle-{tag}-int8", "oracle (gold pages given)", ("--agent", "oracle", *INT8), model),
         Row("closed-book", f"closed-book-{tag}-int8", "closed-book (no documents)", ("--agent", "closed-book", *INT8), model),
     )
 
+
+# rlm on FinanceBench: 16 episodes in flight, each holding thousands of tokens of REPL output, overflowed the
+# default 2 GiB KV pool (float32 KV: 57 KB a token), so idle episodes were evicted and recomputed every turn
+# (4,058 s, no episode finished); 4 in flight in 8 GiB keep their KV between turns.
+RLM_FINANCEBENCH_SIZING = ("--concurrency", "4", "--kv-cache-gib", "8")
 
 _MADQA_CLAIMS = (Claim("the search agent beats static retrieval (MADQA: BM25 agent above RAG)", "bm25", "rag"),)
 
@@ -146,7 +154,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
                  "the claim's verdict is the same on both machines.",)),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
-          "bm25", _madqa_rows(), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE, effort_row="bm25",
+          "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE,
+          effort_row="bm25",
           notes=("filesearch keeps OpenAI file search's defaults (20 chunks of 800 tokens), so each question is a "
                  "prompt of about 19,000 tokens. Its one finished episode took 2,640 s of model time on one core of "
                  "a 2-core machine: prefill attention grows with the square of the context (one layer's 2,048-token "
@@ -303,7 +312,9 @@ def run_row(table: Table, row: Row, root: Path, threads: int, archive: Path | No
     command = row_command(table, row, questions, corpus, run, threads)
     shown = "dossier " + " ".join(command).replace(str(root), "runs/results")  # no machine paths in the docs
     state = _read_json(run / "results_row.json") or {"command": shown, "segments": []}
-    segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": _loadavg(), "cores": os.cpu_count(),
+    state["command"] = shown  # the latest; each segment keeps its own (engine sizing or threads may differ)
+    segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": shown, "load_start": _loadavg(),
+               "cores": os.cpu_count(),
                "predictions_before": _done(run), "commit": _commit(), "dtype_auto": _auto_dtype()}
     began = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
