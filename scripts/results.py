@@ -25,11 +25,12 @@ Options: --root DIR (runs and suites; default runs/results), --docs DIR (default
 --rows a,b (only these rows of the table), --threads N (default 2).
 
 Every run is also archived in the repository, under `docs/results/runs/<suite>-<row id>/` (run.json,
-predictions.jsonl, trajectories.jsonl.gz, results_row.json; the suite's questions beside them), so a
+predictions.jsonl, trajectories.jsonl.gz, results_row.json, and turns.jsonl.gz while episodes are in
+flight; the suite's questions beside them), so a
 clean checkout can `--check` every table without the run directories, and the tables are scored from
 that archive. Run directories do not outlive their machine, so a row absent under the root is first
 brought back from its archive (`restore_run`): a complete row is not run again, a partial one resumes
-with its earlier timed segments kept.
+with its earlier timed segments kept and its episodes in flight replaying their recorded turns.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+TURNS = "turns.jsonl"  # a run directory's model turns of episodes in flight (engine/agents/run_dir.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 FINANCEBENCH = ROOT.parent / "shared" / "data" / "financebench"
@@ -273,9 +276,12 @@ def _questions_count(questions: Path, limit: int | None) -> int:
     return min(n, limit) if limit else n
 
 
-def _done(run: Path) -> int:
-    path = run / "predictions.jsonl"
+def _lines(path: Path) -> int:
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()) if path.is_file() else 0
+
+
+def _done(run: Path) -> int:
+    return _lines(run / "predictions.jsonl")
 
 
 def row_command(table: Table, row: Row, questions: Path, corpus: Path, run: Path, threads: int) -> list[str]:
@@ -393,7 +399,10 @@ def archive_run(run: Path, root: Path, archive: Path, suite: str) -> Path:
     """Copy what scoring needs of a run directory into the repository's archive (no machine paths).
 
     run.json's questions point at the suite's questions archived beside the runs; the trajectories
-    are gzipped; results_row.json keeps the timed segments. Returns the archived run's folder.
+    are gzipped; results_row.json keeps the timed segments. The model turns of episodes still in flight
+    (turns.jsonl) are archived gzipped too, so that a later checkout resumes them instead of starting
+    them again; they are dropped from the archive once those episodes have finished. Returns the
+    archived run's folder.
     """
     questions = root / suite / "questions.jsonl"
     target = archive / run.name
@@ -406,10 +415,14 @@ def archive_run(run: Path, root: Path, archive: Path, suite: str) -> Path:
     run_json["questions"] = f"../{suite}/questions.jsonl"
     _write_json(target / "run.json", run_json)
     here = str(root).encode()  # machine paths inside records (a conversion table's source, say)
-    (target / "predictions.jsonl").write_bytes((run / "predictions.jsonl").read_bytes().replace(here, b"runs/results"))
-    if (run / "trajectories.jsonl").is_file():
-        with gzip.GzipFile(target / "trajectories.jsonl.gz", "wb", mtime=0) as dst:
-            dst.write((run / "trajectories.jsonl").read_bytes().replace(here, b"runs/results"))
+    if (run / "predictions.jsonl").is_file():
+        (target / "predictions.jsonl").write_bytes((run / "predictions.jsonl").read_bytes().replace(here, b"runs/results"))
+    for name in ("trajectories.jsonl", TURNS):
+        if (run / name).is_file():
+            with gzip.GzipFile(target / f"{name}.gz", "wb", mtime=0) as dst:
+                dst.write((run / name).read_bytes().replace(here, b"runs/results"))
+        elif name == TURNS and (target / f"{name}.gz").is_file():
+            (target / f"{name}.gz").unlink()  # the episodes that were in flight have finished
     state = _read_json(run / "results_row.json")
     if state is not None:
         _write_json(target / "results_row.json", json.loads(json.dumps(state).replace(str(root), "runs/results")))
@@ -425,7 +438,8 @@ def restore_run(archived: Path, run: Path, root: Path, questions: Path) -> bool:
     """
     if (run / "predictions.jsonl").is_file() or (run / "results_row.json").is_file():
         return False
-    if not (archived / "predictions.jsonl").is_file():  # tried before, nothing finished: keep those tries' time
+    in_flight = (archived / f"{TURNS}.gz").is_file()  # episodes stopped mid-way: their turns replay
+    if not (archived / "predictions.jsonl").is_file() and not in_flight:  # tried, nothing kept: keep the time
         if (archived / "results_row.json").is_file():
             run.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(archived / "results_row.json", run / "results_row.json")
@@ -439,14 +453,17 @@ def restore_run(archived: Path, run: Path, root: Path, questions: Path) -> bool:
     run_json = json.loads(json.dumps(_read_json(archived / "run.json")).replace("runs/results", here.decode()))
     run_json["questions"] = str(questions.resolve())
     _write_json(run / "run.json", run_json)
-    if (archived / "trajectories.jsonl.gz").is_file():
-        with gzip.open(archived / "trajectories.jsonl.gz", "rb") as src:
-            (run / "trajectories.jsonl").write_bytes(src.read().replace(b"runs/results", here))
-    (run / "predictions.jsonl").write_bytes((archived / "predictions.jsonl").read_bytes().replace(b"runs/results", here))
+    for name in ("trajectories.jsonl", TURNS):
+        if (archived / f"{name}.gz").is_file():
+            with gzip.open(archived / f"{name}.gz", "rb") as src:
+                (run / name).write_bytes(src.read().replace(b"runs/results", here))
+    if (archived / "predictions.jsonl").is_file():
+        (run / "predictions.jsonl").write_bytes((archived / "predictions.jsonl").read_bytes().replace(b"runs/results", here))
     for name in ("results_row.json", "run_summary.json"):  # commands there are already written with runs/results
         if (archived / name).is_file():
             shutil.copyfile(archived / name, run / name)
-    _say(f"results: restored {run.name} from the archive ({_done(run)} predictions)")
+    _say(f"results: restored {run.name} from the archive ({_done(run)} predictions"
+         + (f", {_lines(run / TURNS)} turns of episodes in flight" if in_flight else "") + ")")
     return True
 
 
@@ -587,7 +604,7 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
         docs = archive.parent if (archive.parent / table.judge.calibration).is_file() else ROOT / "docs" / "results"
     for row in table.rows:
         live = root / "runs" / f"{table.suite}-{row.id}"
-        if (live / "run.json").is_file() and _done(live):
+        if (live / "run.json").is_file() and (_done(live) or (live / TURNS).is_file()):
             archive_run(live, root, archive, table.suite)
         elif _read_json(live / "results_row.json") is not None:  # tried, nothing finished: keep the time it took
             archive_dir(archive, table, row).mkdir(parents=True, exist_ok=True)

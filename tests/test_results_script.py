@@ -292,3 +292,33 @@ def test_a_row_tried_without_a_finished_episode_keeps_its_time(tmp_path, tiny_ta
     results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, docs / "runs")
     segments = json.loads((fresh / "runs" / "sample-c-run" / "results_row.json").read_text())["segments"]
     assert [x["seconds"] for x in segments[:1]] == [12.5] and len(segments) == 2
+
+
+def test_the_turns_of_episodes_in_flight_are_archived_and_come_back_with_the_row(tmp_path, tiny_table, monkeypatch):
+    """A row stopped before any episode finished keeps its episodes' recorded turns in the archive, so a fresh
+    checkout's run replays them; once those episodes finish the archive drops them."""
+    root, docs = tmp_path / "runs", tmp_path / "docs"
+    _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    tried = _store_run(root, "sample", "c-run", ["x", "y", "z"])
+    (tried / "predictions.jsonl").unlink()
+    turn = {"id": "q1", "episode": "q1", "turn": 0, "text": "{}", "token_ids": [1, 2], "tokens": {}, "model_s": 1.0,
+            "note": str(tried)}
+    (tried / "turns.jsonl").write_text(json.dumps(turn) + "\n")
+    result = results.score_table(tiny_table, root, docs / "runs")
+    assert result["rows"][2]["status"].startswith("started, no episode finished")
+    assert str(root).encode() not in (docs / "runs" / "sample-c-run" / "turns.jsonl.gz").read_bytes()
+
+    fresh = tmp_path / "elsewhere"
+    (fresh / "sample").mkdir(parents=True)
+    (fresh / "sample" / "questions.jsonl").write_bytes((root / "sample" / "questions.jsonl").read_bytes())
+    monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
+    monkeypatch.setattr(results, "_call", lambda args, log=None: None)
+    results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, docs / "runs")
+    back = fresh / "runs" / "sample-c-run"
+    assert json.loads((back / "turns.jsonl").read_text()) == turn | {"note": str(fresh.resolve() / "runs" / "sample-c-run")}
+    assert [x["seconds"] for x in json.loads((back / "results_row.json").read_text())["segments"]][:1] == [12.5]
+
+    (back / "turns.jsonl").unlink()  # the resumed run finished those episodes
+    (back / "predictions.jsonl").write_text((tried.parent / "sample-a-run" / "predictions.jsonl").read_text())
+    results.score_table(tiny_table, fresh, docs / "runs")
+    assert not (docs / "runs" / "sample-c-run" / "turns.jsonl.gz").exists()
