@@ -273,6 +273,16 @@ def test_an_archive_of_other_questions_is_not_resumed(tmp_path, tiny_table, monk
         results.restore_run(docs / "runs" / "sample-a-run", tmp_path / "fresh" / "sample-a-run", tmp_path, other)
 
 
+def _another_machine(tmp_path, root, monkeypatch):
+    """A fresh root holding only the suite's questions, with the suite's preparation and `dossier` stubbed out."""
+    fresh = tmp_path / "elsewhere"
+    (fresh / "sample").mkdir(parents=True)
+    (fresh / "sample" / "questions.jsonl").write_bytes((root / "sample" / "questions.jsonl").read_bytes())
+    monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
+    monkeypatch.setattr(results, "_call", lambda args, log=None: None)
+    return fresh
+
+
 def test_a_row_tried_without_a_finished_episode_keeps_its_time(tmp_path, tiny_table, monkeypatch):
     """A row whose run was stopped before any episode finished says so with the time spent, and that time
     survives a fresh checkout: the next try appends its segment to the archived ones."""
@@ -284,11 +294,7 @@ def test_a_row_tried_without_a_finished_episode_keeps_its_time(tmp_path, tiny_ta
     assert result["rows"][2]["status"] == "started, no episode finished in 12 s (1 try)"
     assert (docs / "runs" / "sample-c-run" / "results_row.json").is_file()
 
-    fresh = tmp_path / "elsewhere"
-    (fresh / "sample").mkdir(parents=True)
-    (fresh / "sample" / "questions.jsonl").write_bytes((root / "sample" / "questions.jsonl").read_bytes())
-    monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
-    monkeypatch.setattr(results, "_call", lambda args, log=None: None)
+    fresh = _another_machine(tmp_path, root, monkeypatch)
     results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, docs / "runs")
     segments = json.loads((fresh / "runs" / "sample-c-run" / "results_row.json").read_text())["segments"]
     assert [x["seconds"] for x in segments[:1]] == [12.5] and len(segments) == 2
@@ -308,11 +314,7 @@ def test_the_turns_of_episodes_in_flight_are_archived_and_come_back_with_the_row
     assert result["rows"][2]["status"].startswith("started, no episode finished")
     assert str(root).encode() not in (docs / "runs" / "sample-c-run" / "turns.jsonl.gz").read_bytes()
 
-    fresh = tmp_path / "elsewhere"
-    (fresh / "sample").mkdir(parents=True)
-    (fresh / "sample" / "questions.jsonl").write_bytes((root / "sample" / "questions.jsonl").read_bytes())
-    monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
-    monkeypatch.setattr(results, "_call", lambda args, log=None: None)
+    fresh = _another_machine(tmp_path, root, monkeypatch)
     results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, docs / "runs")
     back = fresh / "runs" / "sample-c-run"
     assert json.loads((back / "turns.jsonl").read_text()) == turn | {"note": str(fresh.resolve() / "runs" / "sample-c-run")}
