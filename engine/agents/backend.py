@@ -10,11 +10,17 @@ Both keep one conversation per episode and answer `step()` with the turns that f
 `EngineBackend` keeps each episode's KV cache in its engine session across turns, so a
 turn prefills only the newly appended messages; `ScriptedBackend` replays a function of
 (question id, step, messages) and lets tests prove the loop semantics without a model.
+Both can `replay` a turn recorded by an earlier, interrupted run (engine/agents/runner.py), and
+`fingerprint` the conversation a turn follows, so a recorded turn is replayed only after the same
+conversation.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -85,6 +91,10 @@ class EngineBackend:
         params = SamplingParams(temperature=self.temperature, seed=seed, json_schema=schema,
                                 max_new_tokens=turn.max_new_tokens or self.max_new_tokens)
         return self.engine.submit(session, params)
+
+    def fingerprint(self, session) -> str:
+        """A digest of the session's tokens so far: a recorded turn is replayed only after the same tokens."""
+        return hashlib.blake2b(array("q", session.seq.token_ids).tobytes(), digest_size=12).hexdigest()
 
     def replay(self, session, record: dict) -> bool:
         """Append a recorded turn's generated ids to the session opened for it, as if generated now.
@@ -191,6 +201,10 @@ class ScriptedBackend:
         ticket = ("ticket", self._ticket)
         self._queue.append((ticket, conversation, turn))
         return ticket
+
+    def fingerprint(self, conversation) -> str:
+        """A digest of the conversation's messages so far."""
+        return hashlib.blake2b(json.dumps(conversation.messages).encode(), digest_size=12).hexdigest()
 
     def replay(self, conversation, record: dict) -> bool:
         """A recorded turn's text joins the conversation as if the policy had written it now."""

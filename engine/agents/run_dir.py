@@ -148,7 +148,8 @@ def finished_ids(out: Path) -> set[str]:
 
 
 def record_turn(out: Path, record: dict) -> None:
-    """Keep one model turn of an episode in flight: {"id", "episode", "turn", "text", "token_ids", "tokens", "model_s"}.
+    """Keep one model turn of an episode in flight: {"id", "episode", "turn", "history", "text", "token_ids",
+    "tokens", "model_s"} ("history": the backend's fingerprint of the conversation the turn followed).
 
     "id" is the top-level question, "episode" the episode's key (the question id, or for a child
     episode its parent's key and its place among the spawned children), "turn" its count of model

@@ -91,6 +91,8 @@ class _Live:
     key: str = ""  # the episode's key in turns.jsonl: its question id, or its parent's key and its place
     calls: int = 0  # model turns submitted so far
     spawns: int = 0  # a parent's spawns so far
+    history: str | None = None  # the backend's fingerprint of the conversation the current turn follows
+    diverged: bool = False  # a recorded turn followed another conversation: nothing more is replayed
 
 
 class RolloutRunner:
@@ -187,7 +189,7 @@ class RolloutRunner:
         while top.parent is not None:
             top = top.parent
         record_turn(self.out, {"id": top.episode.question.id, "episode": state.key, "turn": state.calls - 1,
-                               "text": output.text, "token_ids": output.token_ids, "tokens": output.tokens,
+                               "history": state.history, "text": output.text, "token_ids": output.token_ids, "tokens": output.tokens,
                                "model_s": output.model_s})
 
     def _advance(self, state: _Live, action) -> int:
@@ -200,8 +202,15 @@ class RolloutRunner:
             state.appended = self.backend.append(state.handle, action.messages)
             state.turn = action
             state.calls += 1
+            if self.record is None and hasattr(self.backend, "fingerprint"):
+                state.history = self.backend.fingerprint(state.handle)
             recorded = self._replay.pop((state.key, state.calls - 1), None)
-            if recorded is not None and getattr(self.backend, "replay", None) and self.backend.replay(state.handle, recorded):
+            if recorded is not None and not state.diverged and recorded.get("history") != state.history:
+                log.warning("question %s: the recorded turn %d followed another conversation (a tool's result "
+                            "changed since it was recorded?); it and the episode's later turns are generated again",
+                            state.key, state.calls - 1)
+                state.diverged = True
+            if recorded is not None and not state.diverged and self.backend.replay(state.handle, recorded):
                 ticket = object()
                 self._replayed.append((ticket, ModelOutput(str(recorded.get("text", "")), dict(recorded.get("tokens") or {}),
                                                            float(recorded.get("model_s") or 0.0), replayed=True)))

@@ -77,3 +77,31 @@ def test_a_run_killed_mid_episode_replays_its_finished_turns_and_ends_as_if_neve
     assert len(first) + len(rest) == len(whole) and not set(first) & set(rest)  # no turn written twice
     assert episodes_without_times(tmp_path / "cut") == episodes_without_times(tmp_path / "whole")
     assert not (tmp_path / "cut/turns.jsonl").exists()  # every episode finished: nothing left to replay
+
+
+def test_a_recorded_turn_that_followed_another_conversation_is_generated_again(tmp_path, caplog):
+    """When a tool's result changed since the turns were recorded, the episode replays up to there only."""
+    from engine.agents.backend import ScriptedBackend
+    from engine.agents.env import AgentEnv
+    from engine.agents.runner import RolloutRunner
+    from engine.agents.settings import AgentSettings
+    from tests.agents.scripted import questions
+
+    corpus, items = build_corpus(tmp_path / "c"), questions(5)
+    run = lambda policy, out: RolloutRunner(ScriptedBackend(policy), AgentSettings(), AgentEnv(corpus), out,  # noqa: E731
+                                            concurrency=3).run(items)
+    whole, first, rest = [], [], []
+    run(counted(three_searches_then_answer, whole), tmp_path / "whole")
+    with pytest.raises(KeyboardInterrupt):
+        run(counted(three_searches_then_answer, first, stop_after=9), tmp_path / "cut")
+    turns = tmp_path / "cut/turns.jsonl"
+    records = [json.loads(line) for line in turns.read_text().splitlines()]
+    for record in records:
+        if record["episode"] == "q2" and record["turn"] == 1:
+            record["history"] = "another conversation"
+    turns.write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = run(counted(three_searches_then_answer, rest), tmp_path / "cut")
+    assert summary.replayed == 7 and len(rest) == 11 + 2  # q2's turns 1 and 2 were written again
+    assert ("q2", 2) in rest and ("q2", 3) in rest and ("q2", 1) not in rest
+    assert "followed another conversation" in caplog.text
+    assert episodes_without_times(tmp_path / "cut") == episodes_without_times(tmp_path / "whole")
