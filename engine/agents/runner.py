@@ -205,7 +205,8 @@ class RolloutRunner:
             if self.record is None and hasattr(self.backend, "fingerprint"):
                 state.history = self.backend.fingerprint(state.handle)
             recorded = self._replay.pop((state.key, state.calls - 1), None)
-            if recorded is not None and not state.diverged and recorded.get("history") != state.history:
+            # a record without a fingerprint (written before they were kept) is taken as it is
+            if recorded is not None and not state.diverged and recorded.get("history", state.history) != state.history:
                 log.warning("question %s: the recorded turn %d followed another conversation (a tool's result "
                             "changed since it was recorded?); it and the episode's later turns are generated again",
                             state.key, state.calls - 1)
