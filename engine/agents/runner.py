@@ -93,6 +93,7 @@ class _Live:
     spawns: int = 0  # a parent's spawns so far
     history: str | None = None  # the backend's fingerprint of the conversation the current turn follows
     diverged: bool = False  # a recorded turn followed another conversation: nothing more is replayed
+    replayed: bool = False  # the turn now generated follows replayed ones: a new engine computes their KV
 
 
 class RolloutRunner:
@@ -163,10 +164,13 @@ class RolloutRunner:
                         summary.replayed += 1
                     else:
                         summary.steps += 1
+                        # the first turn after a replay computes the replayed history: the cost of resuming,
+                        # not of a pool too small, so it stays out of the KV reuse share
+                        kept = (("history", "history_tokens"), ("history_cached", "history_cached"))
                         for key, name in (("generated", "tokens_generated"), ("prefilled", "tokens_prefilled"),
-                                          ("cached", "tokens_cached"), ("history", "history_tokens"),
-                                          ("history_cached", "history_cached")):
+                                          ("cached", "tokens_cached"), *(() if state.replayed else kept)):
                             setattr(summary, name, getattr(summary, name) + int(output.tokens.get(key, 0)))
+                        state.replayed = False
                     if output.error:
                         log.warning("question %s: the engine failed a turn: %s", state.episode.question.id, output.error)
                         in_flight -= self._advance(state, state.episode.fail("error"))
@@ -212,6 +216,7 @@ class RolloutRunner:
                             state.key, state.calls - 1)
                 state.diverged = True
             if recorded is not None and not state.diverged and self.backend.replay(state.handle, recorded):
+                state.replayed = True
                 ticket = object()
                 self._replayed.append((ticket, ModelOutput(str(recorded.get("text", "")), dict(recorded.get("tokens") or {}),
                                                            float(recorded.get("model_s") or 0.0), replayed=True)))

@@ -67,3 +67,14 @@ def _without_counts(record):
     if isinstance(record, dict):
         return {k: _without_counts(v) for k, v in record.items() if k != "tokens"}
     return record
+
+
+def test_the_history_a_resume_recomputes_stays_out_of_the_kv_reuse_share(tiny_llama, tmp_path):
+    """The first turn after a replay prefills the replayed history (a new engine has none of its KV): that is
+    what resuming costs, and the progress line must not blame the KV pool for it."""
+    corpus = build_corpus(tmp_path / "c")
+    with pytest.raises(Stopped):
+        _run(tiny_llama[0], corpus, tmp_path / "cut", stop_after=3)
+    _, summary = _run(tiny_llama[0], corpus, tmp_path / "cut")
+    assert summary.replayed >= 3 and summary.history_tokens > 0
+    assert summary.history_cached / summary.history_tokens > 0.9
