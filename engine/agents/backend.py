@@ -204,7 +204,7 @@ class ScriptedBackend:
 
     def fingerprint(self, conversation) -> str:
         """A digest of the conversation's messages so far."""
-        return hashlib.blake2b(json.dumps(conversation.messages).encode(), digest_size=12).hexdigest()
+        return hashlib.blake2b(json.dumps(conversation.messages, default=_image_digest).encode(), digest_size=12).hexdigest()
 
     def replay(self, conversation, record: dict) -> bool:
         """A recorded turn's text joins the conversation as if the policy had written it now."""
@@ -232,3 +232,11 @@ class ScriptedBackend:
 
     def stats(self) -> dict:
         return {"opened": self.opened, "closed": self.closed}
+
+
+def _image_digest(part) -> str:
+    """A page image in a message stands in the fingerprint for a digest of its pixels."""
+    if hasattr(part, "tobytes") and hasattr(part, "size"):  # a PIL image
+        pixels = hashlib.blake2b(part.tobytes(), digest_size=12).hexdigest()
+        return f"image {part.mode} {part.size[0]}x{part.size[1]} {pixels}"
+    raise TypeError(f"a message part of type {type(part).__name__} cannot be fingerprinted")

@@ -105,3 +105,17 @@ def test_a_recorded_turn_that_followed_another_conversation_is_generated_again(t
     assert ("q2", 2) in rest and ("q2", 3) in rest and ("q2", 1) not in rest
     assert "followed another conversation" in caplog.text
     assert episodes_without_times(tmp_path / "cut") == episodes_without_times(tmp_path / "whole")
+
+
+def test_a_conversation_that_shows_page_images_has_a_fingerprint_that_follows_the_pixels():
+    from PIL import Image
+
+    from engine.agents.backend import ScriptedBackend
+
+    backend = ScriptedBackend(lambda qid, turn, messages: "")
+    prints = []
+    for colour in ("white", "white", "black"):
+        conversation = backend.open("q")
+        backend.append(conversation, [("user", ["File: a, Page: 1", Image.new("RGB", (4, 4), colour)])])
+        prints.append(backend.fingerprint(conversation))
+    assert prints[0] == prints[1] != prints[2]
