@@ -127,7 +127,7 @@ def _madqa_rows(model: str = QUIET_MODEL, rlm_sizing: tuple[str, ...] = ()) -> t
 
 # rlm on FinanceBench: 16 episodes in flight, each holding thousands of tokens of REPL output, overflowed the
 # default 2 GiB KV pool (float32 KV: 57 KB a token), so idle episodes were evicted and recomputed every turn
-# (4,058 s, no episode finished); 4 in flight in 8 GiB keep their KV between turns.
+# (4,058 s, no episode finished); 4 in flight in 8 GiB keep their KV between turns (50 episodes in 8,154 s).
 RLM_FINANCEBENCH_SIZING = ("--concurrency", "4", "--kv-cache-gib", "8")
 
 _MADQA_CLAIMS = (Claim("the search agent beats static retrieval (MADQA: BM25 agent above RAG)", "bm25", "rag"),)
@@ -166,9 +166,15 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "machine of 2026-12-02). At that rate 50 questions are about 14 core-hours: the row resumes, but "
                  "it will not finish on 2 cores in reasonable time, and a row with fewer results would be another "
                  "row, not this one with its flags changed.",
-                 "rlm ran 4,058 s on one core (16 episodes in flight, each prefilling 2,048-token chunks of its REPL "
-                 "output) without finishing an episode, and was stopped; on the sample suite its 20 episodes took "
-                 "2,917 s. It resumes, but like filesearch it needs far more than a session of 2 cores.")),
+                 "rlm finished its 50 episodes with 4 in flight in an 8 GiB KV pool: 8,154 s in its last segment "
+                 "(2 threads of an AMX Xeon, 2026-12-03, 22 episodes/h, 99.5 % of history tokens from the KV cache), "
+                 "which resumed mid-episode after a stop and replayed 15 recorded turns. The row's wall adds a 378 s "
+                 "segment stopped for a code change and a first try of 4,058 s (16 in flight in the default 2 GiB "
+                 "pool: idle episodes were evicted and recomputed every turn, and none finished).",
+                 "What the rlm row measures is the root model, not the method: every episode used all 11 turns, "
+                 "repeating a code cell (a median of 2 distinct cells an episode); 20 of 50 episodes ever read "
+                 "`context`, and the 24 sub-model calls (in 12 episodes) passed at most 314 characters, the question "
+                 "alone and never a document's text. A 1.5B model does not drive the REPL.")),
     Table("qguide-sample", "Q-Guide on its sample suite: round budgets, leave-one-tool-out, direct prompting", "qguide",
           "qguide",
           (Row("qguide", "qguide-sweep-1.5b-int8", "Q-Guide, T_max = 6 with the answers at T = 1..6 recorded",
@@ -562,7 +568,9 @@ def row_figures(items, report: dict, verdict: str) -> dict:
         if report.get("kuiper_ci") else None, "kuiper_undefined": report.get("kuiper_undefined"),
         "kuiper_p": _round(report.get("kuiper_p_value")), "wasted_effort_ratio": _round(report.get("wasted_effort_ratio")),
         "searches_per_question": _round(behaviour.get("searches_per_question")),
-        "first_query_page_hit": _round(first.get("page_hit_rate", first.get("page_hit"))),
+        # a row that never searches (oracle, closed-book, rlm) has no first query: "–", not a miss
+        "first_query_page_hit": _round(first.get("page_hit_rate", first.get("page_hit")))
+        if behaviour.get("searches_per_question") else None,
         "taxonomy": taxonomy,
         "mudabench_coverage": report.get("mudabench_coverage"),
         "qguide": report.get("qguide"),

@@ -324,3 +324,11 @@ def test_the_turns_of_episodes_in_flight_are_archived_and_come_back_with_the_row
     (back / "predictions.jsonl").write_text((tried.parent / "sample-a-run" / "predictions.jsonl").read_text())
     results.score_table(tiny_table, fresh, docs / "runs")
     assert not (docs / "runs" / "sample-c-run" / "turns.jsonl.gz").exists()
+
+
+def test_a_row_that_never_searches_has_no_first_query_hit():
+    first = {"steps": {"first_query": {"page_hit_rate": 0.0}}}
+    never = results.row_figures([], first | {"behaviour": {"searches_per_question": 0.0}}, "correct")
+    searched = results.row_figures([], first | {"behaviour": {"searches_per_question": 2.5}}, "correct")
+    assert (never["first_query_page_hit"], searched["first_query_page_hit"]) == (None, 0.0)
+    assert results._pct(never["first_query_page_hit"]) == "–"
