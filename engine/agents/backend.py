@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from engine.agents.protocol import tool_call_schema
 
-__all__ = ["ModelOutput", "EngineBackend", "ScriptedBackend", "engine_backend"]
+__all__ = ["ModelOutput", "EngineBackend", "ScriptedBackend", "FirstTurnBackend", "EnginePair", "engine_backend"]
 
 
 @dataclass(slots=True)
@@ -141,14 +141,123 @@ def engine_backend(model: str, engine_kwargs: dict, settings, env):
     Returns:
         (engine, resolved settings, EngineBackend).
     """
+    from dataclasses import replace
+
     from engine.core.config import EngineConfig
     from engine.core.llm_engine import Engine
 
-    engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
+    config = EngineConfig(**engine_kwargs)
+    first_only = config.lora is not None and getattr(settings, "adapter_turns", "all") == "first"
+    engine = Engine.from_pretrained(model, replace(config, lora=None) if first_only else config)
     settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)
     documents = env.documents if env is not None and settings.cite_known_documents else None
-    backend = EngineBackend(engine, settings.max_new_tokens, settings.structured, documents, settings.temperature)
-    return engine, settings, backend
+    wrap = lambda e: EngineBackend(e, settings.max_new_tokens, settings.structured, documents, settings.temperature)  # noqa: E731
+    if not first_only:
+        return engine, settings, wrap(engine)
+    tuned = Engine.from_pretrained(model, config)  # a second copy of the weights, the adapter merged into it
+    return EnginePair(engine, tuned), settings, FirstTurnBackend(wrap(engine), wrap(tuned))
+
+
+@dataclass(slots=True, eq=False)
+class _Routed:
+    """One conversation of a `FirstTurnBackend`: the base model's session holds all of it; the tuned model's
+    session holds it until its first turn is generated, then is closed."""
+
+    base: object
+    first: object | None
+
+
+class FirstTurnBackend:
+    """An adapter on each episode's first turn only (`--adapter-turns first`), the base model on the rest.
+
+    A query-formulation adapter (`dossier train queries`) learns an episode's first turn; merged into the one
+    model it also writes every later query and the answer. Here two engines run side by side: the tuned one
+    (adapter merged) generates each conversation's first turn, and its tokens join the base engine's session,
+    which prefills them with the rest of the history at the second turn (that recompute is counted in the
+    engine's history tokens, not hidden). Messages are appended to both sessions until the first turn is done.
+    """
+
+    def __init__(self, base: EngineBackend, tuned: EngineBackend):
+        self.base, self.tuned = base, tuned
+        self.processor = base.processor
+        self.max_positions = base.max_positions
+        self._first: dict[object, _Routed] = {}  # the tuned engine's requests in flight -> their conversation
+
+    def open(self, qid: str = "") -> _Routed:
+        return _Routed(self.base.open(qid), self.tuned.open(qid))
+
+    def close(self, routed: _Routed) -> None:
+        self.base.close(routed.base)
+        self._drop_first(routed)
+
+    def _drop_first(self, routed: _Routed) -> None:
+        if routed.first is not None:
+            self.tuned.close(routed.first)
+            routed.first = None
+
+    def fork(self, routed: _Routed, qid: str = "") -> _Routed:
+        return _Routed(self.base.fork(routed.base, qid),
+                       self.tuned.fork(routed.first, qid) if routed.first is not None else None)
+
+    def fits(self, routed: _Routed, messages, max_new_tokens: int | None = None) -> bool:
+        return self.base.fits(routed.base, messages, max_new_tokens)
+
+    def append(self, routed: _Routed, messages) -> list[int]:
+        counts = self.base.append(routed.base, messages)
+        if routed.first is not None:
+            self.tuned.append(routed.first, messages)
+        return counts
+
+    def submit(self, routed: _Routed, turn, seed: int):
+        if routed.first is None:
+            return self.base.submit(routed.base, turn, seed)
+        request = self.tuned.submit(routed.first, turn, seed)
+        self._first[request] = routed
+        return request
+
+    def fingerprint(self, routed: _Routed) -> str:
+        return self.base.fingerprint(routed.base)  # the base session has every token, the first turn's included
+
+    def replay(self, routed: _Routed, record: dict) -> bool:
+        replayed = self.base.replay(routed.base, record)
+        if replayed:
+            self._drop_first(routed)
+        return replayed
+
+    def has_pending(self) -> bool:
+        return self.tuned.has_pending() or self.base.has_pending()
+
+    def step(self) -> list[tuple[object, ModelOutput]]:
+        out = []
+        if self.tuned.has_pending():
+            for request, output in self.tuned.step():
+                routed = self._first.pop(request)
+                if output.error is None:  # the first turn's tokens continue the conversation on the base model
+                    self.base.replay(routed.base, {"token_ids": output.token_ids})
+                    self._drop_first(routed)
+                out.append((request, output))
+        if self.base.has_pending():
+            out += self.base.step()
+        return out
+
+
+class EnginePair:
+    """The base and tuned engines of a `FirstTurnBackend`, reported as one: counters summed, the tuned
+    engine's own under "first_turns"."""
+
+    def __init__(self, base, tuned):
+        self.base, self.tuned = base, tuned
+
+    def __getattr__(self, name):  # anything else (an agent's report reads the engine) is the base engine's
+        return getattr(self.base, name)
+
+    def stats(self) -> dict:
+        from engine.core.counters import Counters
+
+        ours, theirs = self.base.stats(), self.tuned.stats()
+        total = Counters(**{k: v for k, v in ours["counters"].items() if k != "cache_reuse_fraction"})
+        total.add(Counters(**{k: v for k, v in theirs["counters"].items() if k != "cache_reuse_fraction"}))
+        return ours | {"counters": total.as_dict(), "first_turns": theirs["counters"]}
 
 
 @dataclass

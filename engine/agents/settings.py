@@ -63,6 +63,9 @@ class RunSettings:
                            "decoding ignores it).")
     temperature: float = setting(0.0, "0 = greedy (the default); above 0, sampling with --seed.")
     stop_rule: str | None = setting(None, "a learned stop rule (JSON from `dossier train stop`)", cli=False)
+    adapter_turns: str = setting("all", "The turns --adapter acts on: all (merged into the one model), or first "
+                                        "(each episode's first turn, the one `dossier train queries` learns; the "
+                                        "other turns are the base model's, a second copy of the weights).")
 
     def check_run(self) -> None:
         """Raise a DossierError for values no agent can run."""
@@ -76,6 +79,8 @@ class RunSettings:
             raise DossierError(f"observe must be 'auto', 'text' or 'image' (got {self.observe!r})")
         if self.search_mode not in ("boolean", "bag"):
             raise DossierError(f"search_mode must be 'boolean' or 'bag' (got {self.search_mode!r})")
+        if self.adapter_turns not in ("all", "first"):
+            raise DossierError(f"adapter_turns must be 'all' or 'first' (got {self.adapter_turns!r})")
         if self.rerank not in ("none", "late"):
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
         if self.temperature < 0:

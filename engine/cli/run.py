@@ -31,7 +31,7 @@ def _run_options(
     concurrency: Annotated[int, typer.Option(help="Episodes in flight at once.")] = 16,
     limit: LimitOpt = None,
     adapter: Annotated[Path | None, typer.Option(help="A LoRA adapter directory (`dossier train queries`), merged "
-                                                     "into the weights at load.")] = None,
+                                                     "into the weights at load (see --adapter-turns).")] = None,
     stop_rule: Annotated[Path | None, typer.Option(help="A learned stop rule (`dossier train stop`): forces the "
                                                        "answer when it predicts more searching won't help.")] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
@@ -115,6 +115,11 @@ def run_cmd(**options) -> None:
                          cpu_threads=parse_threads(threads))
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())
+    elif settings_kwargs.get("adapter_turns", "all") != "all":
+        from tools.errors import DossierError
+
+        raise DossierError(f"--adapter-turns {settings_kwargs['adapter_turns']} needs --adapter DIR (the LoRA "
+                           "adapter to apply to those turns)")
     if stop_rule is not None:
         from engine.agents.stop_rule import StopRule
 
