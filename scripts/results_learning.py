@@ -10,7 +10,9 @@ seconds, 1-minute load at the start and end, the commit; in `runs/results/learni
     train         dossier train queries (LoRA on the silver first queries; its JSON is train.json)
     heldout-hits  dossier retrieval-eval --model --adapter (first-query hit@5, base and tuned, per question)
     bm25-base     dossier run, the bm25 agent on the held-out questions with the base model
-    bm25-tuned    the same with the adapter
+    bm25-tuned    the same with the adapter (merged: every turn)
+    bm25-tuned-first  the same with the adapter on each episode's first turn only (--adapter-turns first)
+    stop, bm25-stop   dossier train stop on the training questions' runs, and the base run with that rule
 
 What scoring needs is archived in the repository under `docs/results/runs/learning-financebench/` (no
 machine paths, no silver corpus text): split.json, the held-out questions, the silver summary,
@@ -95,6 +97,7 @@ class Step:
     run: bool = False  # a `dossier run` directory: finished when every held-out question has a prediction
 
 
+TUNED_RUNS = {"bm25-tuned": "tuned", "bm25-tuned-first": "first turn tuned"}  # the runs that use the adapter
 _CORPUS = "{root}/financebench-corpus"
 _RUN = ("run", "--agent", "bm25", "--loop", "madqa", "--model", MODEL, "--dtype", "bfloat16", "--questions",
         "{root}/" + HELDOUT, "--corpus", _CORPUS)
@@ -123,6 +126,14 @@ STEPS = (
          (*_RUN, "--adapter", "{root}/learning/adapter", "--out", "{root}/runs/learning-bm25-tuned", "--threads",
           "{threads}", "--concurrency", "8", "--kv-cache-gib", "6", "--format", "json"), "runs/learning-bm25-tuned",
          run=True),
+    # the adapter on each episode's first turn only, the turn it was trained on; added after the tuned run above
+    # (merged for every turn, it also wrote the later queries and the answers), with its flags otherwise as
+    # bm25-base's and fixed before it ran
+    Step("bm25-tuned-first", "bm25 agent (MADQA's loop, T = 10), the adapter on each episode's first turn only, "
+                             "held-out questions",
+         (*_RUN, "--adapter", "{root}/learning/adapter", "--adapter-turns", "first", "--out",
+          "{root}/runs/learning-bm25-tuned-first", "--threads", "{threads}", "--format", "json"),
+         "runs/learning-bm25-tuned-first", run=True),
     # the learned stop rule: fitted on the madqa-financebench table's two bm25 runs, their training questions only
     Step("stop", "stop rule fitted on the bm25 agent's searches of the training questions (both loops, "
                  "madqa-financebench's runs)",
@@ -304,7 +315,7 @@ def restore_learning(root: Path, archive: Path) -> list[str]:
                 "runs/results", str(root.resolve())), encoding="utf-8")
         restored.append("stop")
     for step in STEPS:
-        if step.run and (step.name != "bm25-tuned" or "train" in restored):
+        if step.run and (step.name not in TUNED_RUNS or "train" in restored):
             if base.restore_run(target / Path(step.output).name, root / step.output, root, heldout):
                 restored.append(step.name)
     archived_steps = base._read_json(target / "steps.json") or {}
@@ -435,7 +446,6 @@ def step_command(step: Step, steps: dict, target: Path) -> str:
 def run_rows(target: Path) -> tuple[list[dict], dict | None]:
     """(the bm25 runs' rows as results.py renders them, gold-within-budget base vs tuned or None)."""
     from engine.eval.compare import compare_items
-    from engine.eval.search_compare import compare_searches
 
     steps = base._read_json(target / "steps.json") or {}
     rows, items_by, episodes_by, questions = [], {}, {}, None
@@ -464,18 +474,25 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
             row["vs_reference"] = {k: base._round(test[k]) if isinstance(test[k], float) else test[k]
                                    for k in ("n_paired", "difference", "only_a_correct", "only_b_correct",
                                              "mcnemar_p", "cohen_kappa")}
-    budget = None
-    if "bm25-base" in episodes_by and "bm25-tuned" in episodes_by:  # the stop-rule run does not count here
-        searches = compare_searches(questions, episodes_by["bm25-base"], episodes_by["bm25-tuned"])
-        budget = {key: {"base": {**searches[key]["a"], "rate": base._round(searches[key]["a"]["rate"]),
-                                 "ci": [base._round(x) for x in searches[key]["a"]["ci"]]},
-                        "tuned": {**searches[key]["b"], "rate": base._round(searches[key]["b"]["rate"]),
-                                  "ci": [base._round(x) for x in searches[key]["b"]["ci"]]},
-                        "only_base": searches[key]["only_a"], "only_tuned": searches[key]["only_b"],
-                        "mcnemar_p": base._round(searches[key]["mcnemar_p"])}
-                  for key in ("first_hit", "hit_within_budget")}
-        budget["n"] = searches["n_paired"]
-    return rows, budget
+    budgets = {name: _budget(questions, episodes_by["bm25-base"], episodes_by[name])
+               for name in TUNED_RUNS if "bm25-base" in episodes_by and name in episodes_by}  # not the stop rule's
+    return rows, budgets
+
+
+def _budget(questions, ours: dict, theirs: dict) -> dict:
+    """First search and the whole budget finding a gold page: base against a run with the adapter (McNemar)."""
+    from engine.eval.search_compare import compare_searches
+
+    searches = compare_searches(questions, ours, theirs)
+    budget = {key: {"base": {**searches[key]["a"], "rate": base._round(searches[key]["a"]["rate"]),
+                             "ci": [base._round(x) for x in searches[key]["a"]["ci"]]},
+                    "tuned": {**searches[key]["b"], "rate": base._round(searches[key]["b"]["rate"]),
+                              "ci": [base._round(x) for x in searches[key]["b"]["ci"]]},
+                    "only_base": searches[key]["only_a"], "only_tuned": searches[key]["only_b"],
+                    "mcnemar_p": base._round(searches[key]["mcnemar_p"])}
+              for key in ("first_hit", "hit_within_budget")}
+    budget["n"] = searches["n_paired"]
+    return budget
 
 
 def score_learning(target: Path) -> dict:
@@ -486,7 +503,7 @@ def score_learning(target: Path) -> dict:
     hits = base._read_json(target / "heldout-hits.json")
     steps = base._read_json(target / "steps.json") or {}
     first = first_query_figures(hits) if hits else None
-    runs, budget = run_rows(target)
+    runs, budgets = run_rows(target)
     notes = card_disagreements(train) if train else []
     for side in ("base", "tuned"):
         if first and first[side]["stored_page_hit"] not in (None, first[side]["rate"]):
@@ -500,7 +517,9 @@ def score_learning(target: Path) -> dict:
         "training": training_figures(train) if train else None,
         "first_query": first,
         "claims": [{"claim": CLAIM, "verdict": first["verdict"] if first else "not tested yet: heldout-hits has not run"}],
-        "gold_within_budget": budget, "runs": runs, "stop_rule": stop_figures(base._read_json(target / "stop-fit.json")),
+        "gold_within_budget": budgets.get("bm25-tuned"),
+        "gold_within_budget_first_turn": budgets.get("bm25-tuned-first"), "runs": runs,
+        "stop_rule": stop_figures(base._read_json(target / "stop-fit.json")),
         "steps": [{"name": s.name, "label": s.label,
                    "command": step_command(s, steps, target),
                    "segments": (steps.get(s.name) or {}).get("segments", []),
@@ -573,15 +592,16 @@ def render(result: dict) -> str:
               f"{result['min_discordant_for_p05']} discordant questions, all one way"
               + (f", out of n = {first['n']} held-out questions" if first else ""), ""]
     lines += ["## Whole runs on the held-out questions", "", *run_lines(result), ""]
-    budget = result["gold_within_budget"]
-    if budget:
+    for field, side in (("gold_within_budget", "tuned"), ("gold_within_budget_first_turn", "first turn tuned")):
+        budget = result.get(field)
+        if not budget:
+            lines.append(f"- gold within budget, base against {side}: not measured yet (it needs both bm25 runs)")
+            continue
         for key, label in (("first_hit", "first search hit a gold page"),
                            ("hit_within_budget", "a gold page found within the run's budget")):
             b = budget[key]
-            lines.append(f"- {label}: base {_hits(b['base'])} -> tuned {_hits(b['tuned'])}; only base "
-                         f"{b['only_base']}, only tuned {b['only_tuned']}, exact McNemar p = {b['mcnemar_p']:.3g}")
-    else:
-        lines.append("- gold within budget: not measured yet (it needs both bm25 runs)")
+            lines.append(f"- {label}: base {_hits(b['base'])} -> {side} {_hits(b['tuned'])}; only base "
+                         f"{b['only_base']}, only {side} {b['only_tuned']}, exact McNemar p = {b['mcnemar_p']:.3g}")
     lines += ["", "## Steps", "", "| step | command | wall | 1-minute load start→end | commit |", "|---|---|---|---|---|"]
     for s in result["steps"]:
         segs = s["segments"]
@@ -612,7 +632,8 @@ def render(result: dict) -> str:
 
 def figures(result: dict) -> dict:
     """What --check compares: every scored figure, none of the timing records."""
-    return {k: result[k] for k in ("split", "silver", "training", "first_query", "claims", "gold_within_budget")} | {
+    return {k: result.get(k) for k in ("split", "silver", "training", "first_query", "claims", "gold_within_budget",
+                                       "gold_within_budget_first_turn")} | {
         "runs": [{k: r.get(k) for k in ("name", "status", "figures", "vs_reference")} for r in result["runs"]]}
 
 

@@ -183,8 +183,8 @@ def test_whole_runs_are_scored_and_compared_when_archived(tmp_path):
     docs = tmp_path / "docs"
     learning.main(root, docs, docs / "runs", score_only=True)
     result = json.loads((docs / "learning-financebench.json").read_text())
-    base_row, tuned_row, stop_row = result["runs"]
-    assert stop_row["status"] == "not run yet"  # the stop-rule run is its own row, compared with base when run
+    base_row, tuned_row, first_row, stop_row = result["runs"]
+    assert stop_row["status"] == first_row["status"] == "not run yet"  # each its own row, compared with base when run
     assert base_row["figures"]["correct"] == 1 and tuned_row["figures"]["correct"] == 3
     assert tuned_row["vs_reference"]["only_a_correct"] == 2 and tuned_row["vs_reference"]["only_b_correct"] == 0
     assert result["gold_within_budget"] is None  # no trajectories: nothing said about searches
@@ -249,15 +249,19 @@ def test_gold_within_budget_is_compared_from_the_runs_trajectories(tmp_path):
     root = make_root(tmp_path / "runs" / "results")
     _store_run(root, "bm25-base", ["x"] * N, first_hits=[0] * N, later_hits=[1, 1, 1] + [0] * 7)
     _store_run(root, "bm25-tuned", ["x"] * N, first_hits=[1] * 6 + [0] * 4, later_hits=[0] * N)
+    _store_run(root, "bm25-tuned-first", ["x"] * N, first_hits=[1] * 2 + [0] * 8, later_hits=[0] * 9 + [1])
     docs = tmp_path / "docs"
     learning.main(root, docs, docs / "runs", score_only=True)
-    budget = json.loads((docs / "learning-financebench.json").read_text())["gold_within_budget"]
+    result = json.loads((docs / "learning-financebench.json").read_text())
+    budget, first_turn = result["gold_within_budget"], result["gold_within_budget_first_turn"]
+    assert first_turn["first_hit"]["tuned"]["hits"] == 2 and first_turn["hit_within_budget"]["tuned"]["hits"] == 3
     assert budget["n"] == N
     assert budget["first_hit"]["base"]["hits"] == 0 and budget["first_hit"]["tuned"]["hits"] == 6
     assert budget["hit_within_budget"]["base"]["hits"] == 3 and budget["hit_within_budget"]["tuned"]["hits"] == 6
     assert budget["hit_within_budget"]["only_tuned"] == 3 and budget["hit_within_budget"]["only_base"] == 0
     markdown = (docs / "learning-financebench.md").read_text()
     assert "a gold page found within the run's budget: base 3/10 = 30.0 %" in markdown
+    assert "first search hit a gold page: base 0/10 = 0.0 % [0.0, 27.8] -> first turn tuned 2/10" in markdown
     archived = docs / "runs" / "learning-financebench" / "learning-bm25-tuned"
     assert (archived / "trajectories.jsonl.gz").is_file()
     assert learning.main(tmp_path / "nowhere", docs, docs / "runs", check_only=True) == 0
