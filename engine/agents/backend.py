@@ -93,8 +93,12 @@ class EngineBackend:
         return self.engine.submit(session, params)
 
     def fingerprint(self, session) -> str:
-        """A digest of the session's tokens so far: a recorded turn is replayed only after the same tokens."""
-        return hashlib.blake2b(array("q", session.seq.token_ids).tobytes(), digest_size=12).hexdigest()
+        """A digest of the session's tokens so far, and of its images' contents (an image's placeholder tokens
+        do not change with its pixels): a recorded turn is replayed only after the same conversation."""
+        digest = hashlib.blake2b(array("q", session.seq.token_ids).tobytes(), digest_size=12)
+        for start, item in session.seq.mm_items:
+            digest.update(f"{start}:{item.content_hash}".encode())
+        return digest.hexdigest()
 
     def replay(self, session, record: dict) -> bool:
         """Append a recorded turn's generated ids to the session opened for it, as if generated now.

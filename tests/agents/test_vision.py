@@ -109,3 +109,19 @@ def test_a_tiny_qwen2_vl_agent_sees_pages_through_the_engine(corpus, tmp_path):
     assert vision["images_encoded"] == 2  # report p1 shown twice (q1, q3), menu p1 once
     preds, errors = load_predictions(tmp_path / "run" / "predictions.jsonl")
     assert errors == [] and len(preds) == 3
+
+
+def test_an_engine_fingerprint_follows_the_pixels_of_the_images_shown(tmp_path):
+    """A page image's placeholder tokens depend on its size only: the fingerprint must see its contents."""
+    from tests.vlm.conftest import save_model
+    from tests.vlm.test_parity import engine_for
+
+    save_model(tmp_path / "model", "qwen2_vl")
+    backend = EngineBackend(engine_for(tmp_path / "model", image_max_pixels=84 * 84), 8, structured=False)
+    prints = []
+    for colour in ("white", "white", "black"):
+        session = backend.open("q")
+        backend.append(session, [("user", ["File: a, Page: 1", Image.new("RGB", (56, 56), colour)])])
+        prints.append((backend.fingerprint(session), list(session.seq.token_ids)))
+    assert prints[0][1] == prints[2][1]  # the same tokens: tokens alone would not tell the pages apart
+    assert prints[0][0] == prints[1][0] != prints[2][0]
