@@ -124,7 +124,8 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
     progress = progress_callback(live, len(items))
     summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
     stats = engine.stats()
-    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": stats["counters"],
+    counters = stats["counters"] | ({"first_turns": stats["first_turns"]} if "first_turns" in stats else {})
+    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": counters,
                                   "cpu_threads": stats.get("cpu_threads")}
     report |= agent_spec(agent).report(out, engine)  # e.g. the workflow's prefix-cache share
     return write_summary(out, report)

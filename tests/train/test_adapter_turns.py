@@ -70,3 +70,23 @@ def test_a_run_with_adapter_turns_first_loads_both_engines_and_reports_both(tiny
     assert stats["first_turns"]["tokens_generated"] == len(first.token_ids) == stats["counters"]["tokens_generated"]
     _engine_all, _, merged = engine_backend(str(folder), kwargs, AgentSettings(), None)
     assert isinstance(merged, EngineBackend)  # the default: the adapter merged into the one model
+
+
+def test_dossier_run_with_adapter_turns_first_reports_the_tuned_engines_tokens(tiny_folder, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    folder, model = tiny_folder
+    _lora_folder(folder, model, tmp_path / "adapter")
+    (tmp_path / "q.jsonl").write_text('{"id": "q1", "question": "What was revenue?", "answers": [["7"]]}\n')
+    result = CliRunner().invoke(app, ["run", "--agent", "closed-book", "--model", str(folder), "--questions",
+                                      str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "run"), "--adapter",
+                                      str(tmp_path / "adapter"), "--adapter-turns", "first", "--max-turn-tokens",
+                                      "16", "--dtype", "float32", "--kv-cache-gib", "0.05"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert summary["engine"]["first_turns"]["tokens_generated"] == summary["engine"]["tokens_generated"] > 0
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["adapter_turns"] == "first"
