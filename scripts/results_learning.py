@@ -84,6 +84,15 @@ NOTES = (  # what the runs so far showed that the figures alone do not say
     "2 GiB pool, where the episodes evicted each other's KV and every turn recomputed its history (that try was "
     "cut off with its session and not recorded; the run's progress line now shows the KV reuse share and says "
     "when the pool is too small).",
+    "The row with the adapter on each episode's first turn only (`--adapter-turns first`) was added after the "
+    "tuned run, to test that explanation; its flags are bm25-base's plus the adapter, fixed before it ran. Its "
+    "first searches hit a gold page for 6/31, as the merged adapter's did, and the base model writing the rest "
+    "answered 5/31 against base's 2/31 (4 questions only it got right, 1 only base; McNemar p = 0.375) and the "
+    "merged adapter's 0/31, with 6.71 searches a question. That fits the explanation, but at n = 31 it is not "
+    "significant. It took two tries: 2,298 s with 16 in flight in 2 GiB pools (episodes grew to 11K tokens "
+    "once the first query matched; KV reuse fell to 83 %, 5 episodes done), then 3,328 s with 8 in flight in "
+    "4 GiB pools, which resumed mid-episode (91 recorded turns replayed) and finished the other 26 (AMX Xeon, "
+    "2 threads, bf16, 190,629 tokens prefilled, about 58 a second).",
 )
 
 
