@@ -143,7 +143,8 @@ def engine_backend(model: str, engine_kwargs: dict, settings, env):
         env: the run's `AgentEnv` (None without a corpus).
 
     Returns:
-        (engine, resolved settings, EngineBackend).
+        (engine, resolved settings, EngineBackend); with an adapter and `settings.adapter_turns == "first"`,
+        (EnginePair, resolved settings, FirstTurnBackend): two engines, the adapter on first turns only.
     """
     from dataclasses import replace
 
@@ -236,8 +237,8 @@ class FirstTurnBackend:
         if self.tuned.has_pending():
             for request, output in self.tuned.step():
                 routed = self._first.pop(request)
-                if output.error is None:  # the first turn's tokens continue the conversation on the base model
-                    self.base.replay(routed.base, {"token_ids": output.token_ids})
+                # the first turn's tokens continue the conversation on the base model (none: it stays here)
+                if output.error is None and self.base.replay(routed.base, {"token_ids": output.token_ids}):
                     self._drop_first(routed)
                 out.append((request, output))
         if self.base.has_pending():
