@@ -5,7 +5,7 @@ newly appended tokens (prefill) of many sessions into one batch, within a token
 budget. KV blocks are allocated here. When the pool runs short the block manager
 first reuses cached blocks nobody holds (least recently freed first); then the
 scheduler preempts the least recently used idle session (a session waiting for its
-tool keeps its blocks until then), and last the lowest-priority running request. A
+tool keeps its blocks until then), and last the lowest-priority running request below its own. A
 preempted sequence recomputes later, first taking back whatever of its prefix is
 still cached.
 
@@ -121,9 +121,16 @@ class Scheduler:
         return min(idle, key=lambda s: s.last_used_step) if idle else None
 
     def _running_victim(self, seq: Sequence, scheduled: set[int]) -> Sequence | None:
+        """The lowest-priority request below `seq`'s that holds blocks and is not in this step, or None.
+
+        Never one submitted before `seq`: a later request that took an earlier one's blocks would be preempted by it
+        in turn, and the two would recompute each other's prompts step after step.
+        """
         for request in reversed(self.active):
             other = request.seq
-            if other is not seq and other.seq_id not in scheduled and other.block_table:
+            if other is seq:
+                return None
+            if other.seq_id not in scheduled and other.block_table:
                 request.count(preemptions=1)
                 return other
         return None
