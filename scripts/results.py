@@ -512,7 +512,7 @@ def model_record(model: str) -> dict:
 
 
 def score_row(run: Path, verdict: str, limit: int | None = None, judge: JudgeSpec | None = None,
-              judge_cache: Path | None = None, docs: Path | None = None):
+              judge_cache: Path | None = None, docs: Path | None = None, inputs: tuple | None = None):
     """(items, report) of one stored run, scored as `dossier eval` scores it (Kuiper bootstrap 1000, seed 0).
 
     `run` is a run directory or its archive (trajectories.jsonl.gz is read through a temporary copy).
@@ -521,12 +521,13 @@ def score_row(run: Path, verdict: str, limit: int | None = None, judge: JudgeSpe
     the model) and corrected with its calibration (under `docs`): report["judge"] holds that pass's accuracy
     (raw and Rogan-Gladen corrected) and how many answers had no verdict (then no judge accuracy). Every other
     figure, and the items, stay ANLS*'s: the judge does not change the table's verdict, Kuiper or taxonomy.
+    `inputs`: the run's `_row_inputs(run, limit)` when the caller has read them already.
     """
     from engine.eval.calibration import JudgeCalibration
     from engine.eval.evaluate import EvalConfig, evaluate
     from engine.eval.judging import JudgeCache, items_to_judge, judge_key, load_calibration
 
-    questions, predictions, episodes, errors = _row_inputs(run, limit)
+    questions, predictions, episodes, errors = inputs or _row_inputs(run, limit)
     result = evaluate(questions, predictions, episodes, EvalConfig(bootstrap=1000, seed=0), errors)
     if judge is not None:
         cache = JudgeCache(judge_cache)

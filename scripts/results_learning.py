@@ -468,8 +468,9 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
         if not (run / "run.json").is_file() or not base._done(run):
             rows.append({**entry, "status": base.tried_status(segments)})
             continue
-        items, report = base.score_row(run, "correct")
-        questions, _predictions, episodes, _errors = base._row_inputs(run, None)
+        inputs = base._row_inputs(run, None)
+        items, report = base.score_row(run, "correct", inputs=inputs)
+        questions, _predictions, episodes, _errors = inputs
         complete = base._done(run) >= len(items)
         if complete:
             items_by[step.name] = items
