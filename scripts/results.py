@@ -165,7 +165,11 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "chunk against 16,384 keys takes 3.3 s in float32 SDPA on one core, 62 GFLOP/s, on the AVX-512 "
                  "machine of 2026-12-02). At that rate 50 questions are about 14 core-hours: the row resumes, but "
                  "it will not finish on 2 cores in reasonable time, and a row with fewer results would be another "
-                 "row, not this one with its flags changed.",
+                 "row, not this one with its flags changed. A third segment (2026-12-03, 2 threads of an AMX Xeon, "
+                 "7,930 s with a 65 s pause for a quiet benchmark) spent 14 min embedding the corpus's 12,638 chunks "
+                 "(now cached in the corpus folder) and answered 2 more at 15 prefilled tok/s: the scheduler let a "
+                 "later request take an earlier one's KV blocks, so two 19K-token prompts in the 37K-token pool "
+                 "recomputed each other; fixed at 13b91d5 (a request preempts only lower-priority ones), after it.",
                  "rlm finished its 50 episodes with 4 in flight in an 8 GiB KV pool: 8,154 s in its last segment "
                  "(2 threads of an AMX Xeon, 2026-12-03, 22 episodes/h, 99.5 % of history tokens from the KV cache), "
                  "which resumed mid-episode after a stop and replayed 15 recorded turns. The row's wall adds a 378 s "
