@@ -31,10 +31,11 @@ __all__ = ["INT8_WIDE_ROWS", "Int4Linear", "Int8DynamicLinear", "amx_int8", "deq
 
 _INNER_K_TILES = 1  # the CPU packing's tile count (the only value the CPU kernel needs)
 # Rows from which an int8 step runs on oneDNN (AMX tiles) rather than FBGEMM (AVX-512 VNNI), where both are packed.
-# Qwen2.5-1.5B's four linears of one layer, 2 threads, on the 2-core AMX Xeon, FBGEMM's time over oneDNN's: 0.38 at
-# 1 row, 0.83 at 16, 1.17 at 32, 1.7 at 128, 2.5 at 512, 1.75 at 2048 (medians of 5-20). The engine's prefill of a
-# 2048-token prompt (qwen2.5-1.5b, int8, float32): 51.6 tok/s FBGEMM only, 69.4 with oneDNN (benchmarks/bench_int8.py).
-INT8_WIDE_ROWS = 32
+# Qwen2.5-1.5B's four linears of one layer, 2 threads, median of 5, on the 2-core AMX Xeon (benchmarks/bench_int8.py),
+# FBGEMM's time over the dispatch's: 0.97 at 32 rows (break-even), 1.29 at 64, 1.47 at 128, 2.11 at 512, 1.37 at 2048;
+# oneDNN alone is 2.6x slower than FBGEMM at 1 row. The engine's prefill of a 2048-token prompt (qwen2.5-1.5b, int8,
+# float32, chunks of 2048): 51.6 tok/s FBGEMM only, 69.4 with the dispatch.
+INT8_WIDE_ROWS = 64
 
 
 def amx_int8() -> bool:
@@ -113,7 +114,7 @@ class Int8DynamicLinear(nn.Module):
     and than the int4 kernel at every size, so it needs no dense copy. Activations enter and leave in
     the model dtype (the kernel computes in float32).
 
-    `wide` (default: `amx_int8()`) also packs the weights for oneDNN, whose AMX kernel is 1.7-2.5x
+    `wide` (default: `amx_int8()`) also packs the weights for oneDNN, whose AMX kernel is 1.4-2.1x
     FBGEMM from 128 rows up but 2.6x slower at 1 row; steps of `INT8_WIDE_ROWS` rows or more use it.
     It costs a second copy of the int8 weights (counted in `weight_bytes`). Both kernels quantise the
     activations alike (7-bit, one scale per call) and accumulate exactly in int32: outputs agree to

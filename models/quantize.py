@@ -7,7 +7,7 @@ rest depends on; the tower is a small share of the weights).
 | mode | CPU | CUDA |
 |---|---|---|
 | int4 | torch's native int4 kernel, groups of 32 (`models/int_linear.py`) | refused: use nf4 |
-| int8 | FBGEMM dynamic int8 (int8 weights per channel, activations per step; x86; oneDNN's AMX kernel for steps of 32+ rows where the CPU has AMX) | bitsandbytes LLM.int8 |
+| int8 | FBGEMM dynamic int8 (int8 weights per channel, activations per step; x86; oneDNN's AMX kernel for steps of 64+ rows where the CPU has AMX) | bitsandbytes LLM.int8 |
 | nf4  | bitsandbytes NF4 (checked at load: NaN on some CPUs) | bitsandbytes NF4 |
 
 bitsandbytes is an optional extra (`pip install 'dossier[quant]'`); it quantises a weight when its
