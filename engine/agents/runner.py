@@ -106,7 +106,8 @@ class RolloutRunner:
         out: the run directory (predictions.jsonl, trajectories.jsonl).
         concurrency: episodes in flight at once.
         tool_threads: threads running tool calls.
-        progress: called as progress(summary, total) after every model step and every finished episode.
+        progress: called as progress(summary, total) once at the start (a resumed run's finished episodes count
+            as done), then after every model step and every finished episode.
         record: called as record(trajectory, prediction, reason) (a dict, a `Prediction`, a str) for each
             finished episode instead of writing them to `out` (then `out` may be None, and nothing is
             skipped as already finished: the caller decides what to run).
@@ -139,6 +140,8 @@ class RolloutRunner:
         self._live: dict[object, _Live] = {}  # backend ticket -> episode waiting for its model turn
         self._started_tools: list[tuple[Future, _Live]] = []  # tools started after the latest step
         self.summary = summary
+        if self.progress:  # a resumed run shows its finished episodes before its first (long) step ends
+            self.progress(summary, self._total)
         in_flight = 0
         with ThreadPoolExecutor(self.tool_threads, thread_name_prefix="dossier-tool") as pool:
             self._pool = pool
