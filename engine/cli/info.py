@@ -22,8 +22,8 @@ _OPTIONAL = {
 
 
 def version(fmt: FormatOpt = OutputFormat.human) -> None:
-    """Print Dossier's version, the optional backends found, the dtype --dtype auto picks here and why, and what
-    the code sandbox guarantees here.
+    """Print Dossier's version, the optional backends found, the dtype --dtype auto picks here and why, the kernels
+    --quantization int8 runs on here, and what the code sandbox guarantees here.
 
     The sandbox (used for every model-written program, e.g. the workflow agent's code stage) is
     probed by running one program in it; a guarantee the machine cannot give is marked "no".
@@ -34,6 +34,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         numba         yes
         flash-attn    no
         dtype auto    float32 on cpu: the CPU has neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, ...)
+        int8 (cpu)    FBGEMM (no AMX int8 tiles here)
         sandbox:
           yes  no network: network namespace; the socket module is refused in any case
           yes  memory limit: RLIMIT_AS 1024 MB
@@ -54,9 +55,14 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
     device = "cuda" if backends["cuda"] else "cpu"
     choice = auto_dtype(device)
 
+    from models.int_linear import INT8_WIDE_ROWS, amx_int8
+
+    int8 = (f"FBGEMM below {INT8_WIDE_ROWS} rows a step, oneDNN's AMX kernel from {INT8_WIDE_ROWS} (prefill; a second "
+            "packed copy of the weights)" if amx_int8() else "FBGEMM (no AMX int8 tiles here)")
     sandbox = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
     info = {"dossier": dist_version("dossier"), "backends": backends,
-            "dtype_auto": {"device": device, "dtype": choice.name, "why": choice.reason}, "sandbox": sandbox}
+            "dtype_auto": {"device": device, "dtype": choice.name, "why": choice.reason}, "int8_cpu": int8,
+            "sandbox": sandbox}
     if fmt is OutputFormat.json:
         emit_json(info)
         return
@@ -64,6 +70,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
     for name, present in backends.items():
         typer.echo(f"{name:<13} {'yes' if present else 'no'}")
     typer.echo(f"{'dtype auto':<13} {choice.name} on {device}: {choice.reason}")
+    typer.echo(f"{'int8 (cpu)':<13} {int8}")
     typer.echo("sandbox:")
     for item in sandbox:
         typer.echo(f"  {'yes' if item['held'] else 'NO ':<4} {item['guarantee']}: {item['how']}")

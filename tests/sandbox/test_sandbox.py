@@ -164,3 +164,4 @@ def test_dossier_version_lists_the_guarantees():
     assert all(isinstance(item["held"], bool) and item["how"] for item in sandbox)
     human = CliRunner().invoke(app, ["version"])
     assert "sandbox:" in human.output and "RLIMIT_AS 1024 MB" in human.output
+    assert "int8 (cpu)    FBGEMM" in human.output and "FBGEMM" in json.loads(result.output)["int8_cpu"]
