@@ -360,7 +360,7 @@ def _row_inputs(run: Path, limit: int | None):
     return questions, inputs.predictions, inputs.episodes, inputs.errors
 
 
-def judge_row(table: Table, row: Row, root: Path, threads: int) -> None:
+def judge_row(table: Table, row: Row, root: Path, threads: int, archive: Path | None = None) -> None:
     """Judge (or finish judging) a complete row's answers with the table's judge; verdicts go to the suite's cache.
 
     Only answers MADQA's two-stage scoring sends to the judge are judged, and each once per suite: a verdict
@@ -375,6 +375,8 @@ def judge_row(table: Table, row: Row, root: Path, threads: int) -> None:
     if spec is None or _done(run) < _questions_count(questions, table.limit):
         return
     questions, predictions, _, _ = _row_inputs(run, table.limit)
+    if archive is not None:  # verdicts archived by another checkout are not asked again
+        merge_verdicts(spec.cache(archive, table.suite), spec.cache(root, table.suite))
     cache = JudgeCache(spec.cache(root, table.suite))
     asked = items_to_judge(questions, predictions)
     missing = {item for item in asked if cache.get(item.key(spec.model)) is None}
@@ -399,6 +401,39 @@ def judge_row(table: Table, row: Row, root: Path, threads: int) -> None:
 
 
 ARCHIVE = ROOT / "docs" / "results" / "runs"
+
+
+def merge_verdicts(source: Path, target: Path) -> int:
+    """Append to the judge cache `target` the verdicts of `source` whose keys it lacks; returns how many.
+
+    Either cache may hold verdicts the other lacks: a fresh checkout's live cache starts empty and judges
+    only the rows it runs, so copying it over the archive dropped every other row's verdicts (167 of 215
+    on 2026-12-03). A union never does; lines keep their order, and a torn line is left out.
+    """
+    if not source.is_file():
+        return 0
+    have = set()
+    if target.is_file():
+        for line in target.read_text(encoding="utf-8").splitlines():
+            try:
+                have.add(json.loads(line)["key"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    new = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        try:
+            key = json.loads(line)["key"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if key not in have:
+            have.add(key)
+            new.append(line)
+    if new:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = target.read_text(encoding="utf-8") if target.is_file() else ""
+        with target.open("a", encoding="utf-8") as f:
+            f.write(("\n" if text and not text.endswith("\n") else "") + "\n".join(new) + "\n")
+    return len(new)
 
 
 def archive_dir(archive: Path, table: Table, row: Row) -> Path:
@@ -610,10 +645,7 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
     judge_cache = None
     if table.judge is not None:
         judge_cache = table.judge.cache(archive, table.suite)
-        live_cache = table.judge.cache(root, table.suite)
-        if live_cache.is_file():  # the live cache holds every verdict the archived one has, and newer ones
-            judge_cache.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(live_cache, judge_cache)
+        merge_verdicts(table.judge.cache(root, table.suite), judge_cache)
         docs = archive.parent if (archive.parent / table.judge.calibration).is_file() else ROOT / "docs" / "results"
     for row in table.rows:
         live = root / "runs" / f"{table.suite}-{row.id}"
@@ -968,7 +1000,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             run_row(table, row, args.root, args.threads, archive)
             if table.judge is not None and not args.no_judge:
-                judge_row(table, row, args.root, args.threads)
+                judge_row(table, row, args.root, args.threads, archive)
         write_table(score_table(table, args.root, archive), args.docs)
     if learning:
         return _learning().main(args.root, args.docs, archive, score_only=args.score_only, threads=args.threads)

@@ -215,6 +215,60 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
     assert results.main(["judged", "--check", "--root", str(tmp_path / "none"), "--docs", str(docs)]) == 0
 
 
+def test_a_fresh_checkout_keeps_the_archived_verdicts_and_never_judges_them_again(tmp_path, monkeypatch):
+    """A new machine's live judge cache starts empty: judging one row there must neither drop the verdicts
+    archived for the others (it did, copying the live cache over the archive) nor ask the judge for them."""
+    import engine.eval.judging as judging
+    from engine.eval.judge import Verdict
+
+    spec = results.JudgeSpec("judge-model", "int8", "float32", "calibration.json")
+    table = results.Table("judged", "A judged table", "sample", "a",
+                          (results.Row("a", "a-run", "system A", ("--agent", "bm25"), model="default"),
+                           results.Row("b", "b-run", "system B", ("--agent", "rag"), model="default")), judge=spec)
+    monkeypatch.setitem(results.TABLES, "judged", table)
+    monkeypatch.setattr(results, "model_record", lambda m: {"name": m, "sha256": "0" * 64, "source": "test"})
+    first, docs = tmp_path / "first", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "calibration.json").write_text(json.dumps({"q0": 1.0, "q1": 1.0, "m0": 30, "m1": 30, "n": 60}))
+    asked = []
+
+    class ScriptedJudge:
+        def __init__(self, model, engine_kwargs):
+            self.model, self.unparsed = model, 0
+
+        def judge_all(self, items, on_verdict):
+            for item in items:
+                asked.append(" ".join(item.answer))
+                on_verdict(item, Verdict.correct, "{}")
+
+    monkeypatch.setattr(judging, "BatchedJudge", ScriptedJudge)
+    row_a, row_b = table.rows
+    _store_run(first, "sample", "a-run", ["48,250", "Ana Ruiz", "25 dollars"])  # machine 1 runs and judges a
+    results.judge_row(table, row_a, first, threads=1, archive=docs / "runs")
+    results.score_table(table, first, docs / "runs")
+    assert asked == ["25 dollars"]
+
+    second = tmp_path / "second"  # machine 2: a fresh checkout runs b, whose answers share a's verdict
+    _store_run(second, "sample", "b-run", ["48 250 USD", "Ana Ruiz", "25 dollars"])
+    results.judge_row(table, row_b, second, threads=1, archive=docs / "runs")
+    assert asked == ["25 dollars", "48 250 USD"]  # a's verdict came from the archive, not the judge
+    result = results.score_table(table, second, docs / "runs")
+    a, b = (r["figures"]["judge"] for r in result["rows"])
+    assert a["missing"] == 0 and a["correct"] == 3  # the archive still holds a's verdict
+    assert b["missing"] == 0 and b["correct"] == 3
+    archived = docs / "runs" / "sample" / "judge_cache-judge-model.jsonl"
+    lines = archived.read_text().splitlines()
+    assert len(lines) == len({json.loads(line)["key"] for line in lines}) == 2  # a union, each verdict once
+
+    third = tmp_path / "third"  # a live cache holding only a verdict the archive lacks is added, not copied over
+    cache = spec.cache(third, "sample")
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"key": "another", "verdict": "incorrect", "model": "judge-model"}) + "\n")
+    result = results.score_table(table, third, docs / "runs")
+    assert all(r["figures"]["judge"]["missing"] == 0 for r in result["rows"])
+    assert len(archived.read_text().splitlines()) == 3
+
+
 def test_the_effort_claim_reads_the_kuiper_permutation_test():
     """MADQA's "effort is poorly calibrated": reproduced only when the permutation test and the wasted effort agree."""
     def rows(**figures):
