@@ -132,6 +132,11 @@ class EngineBackend:
     def stats(self) -> dict:
         return self.engine.stats()
 
+    def live_tokens(self) -> tuple[int, int]:
+        """(prefilled, generated) tokens the engine has run so far, turns still in flight included."""
+        counters = self.engine.counters
+        return counters.tokens_prefilled, counters.tokens_generated
+
 
 def engine_backend(model: str, engine_kwargs: dict, settings, env):
     """Load the engine a run uses and wrap it for the runner (a local run and each Ray worker alike).
@@ -244,6 +249,11 @@ class FirstTurnBackend:
         if self.base.has_pending():
             out += self.base.step()
         return out
+
+    def live_tokens(self) -> tuple[int, int]:
+        """Both engines' (prefilled, generated) tokens so far, turns in flight included."""
+        (a, b), (c, d) = self.base.live_tokens(), self.tuned.live_tokens()
+        return a + c, b + d
 
 
 class EnginePair:

@@ -151,9 +151,12 @@ def progress_callback(live: LiveProgress | None, total: int):
 
     def progress(summary, total):
         seconds = max(summary.seconds, 1e-9)
+        # the engine's own counts when the backend has them: they include the turns still running
+        generated = summary.tokens_generated if summary.live_generated is None else summary.live_generated
+        prefilled = summary.tokens_prefilled if summary.live_prefilled is None else summary.live_prefilled
         live.update(done=summary.episodes + summary.skipped, total=total,
-                    detail=f"{summary.steps / seconds:.2f} steps/s, {summary.tokens_generated / seconds:.1f} tok/s "
-                           f"generated, {summary.tokens_prefilled / seconds:.0f} tok/s prefilled{kv_reuse(summary)}")
+                    detail=f"{summary.steps / seconds:.2f} steps/s, {generated / seconds:.1f} tok/s "
+                           f"generated, {prefilled / seconds:.0f} tok/s prefilled{kv_reuse(summary)}")
 
     return progress
 

@@ -65,6 +65,10 @@ class RunSummary:
     history_tokens: int = 0  # earlier turns' tokens present at each turn (the progress line's KV reuse)
     history_cached: int = 0  # of those, served from the KV cache rather than recomputed
     replayed: int = 0  # model turns of episodes interrupted earlier, replayed from turns.jsonl (not counted in steps)
+    # Tokens the engine ran in this run so far, turns still in flight included (None: the backend cannot tell).
+    # The progress line's rates: a 19,000-token prompt prefills for minutes before its turn adds to the above.
+    live_prefilled: int | None = None
+    live_generated: int | None = None
     seconds: float = 0.0
     reasons: dict = field(default_factory=dict)
 
@@ -140,6 +144,8 @@ class RolloutRunner:
         self._live: dict[object, _Live] = {}  # backend ticket -> episode waiting for its model turn
         self._started_tools: list[tuple[Future, _Live]] = []  # tools started after the latest step
         self.summary = summary
+        live_tokens = getattr(self.backend, "live_tokens", None)
+        live_start = live_tokens() if live_tokens else None
         if self.progress:  # a resumed run shows its finished episodes before its first (long) step ends
             self.progress(summary, self._total)
         in_flight = 0
@@ -156,7 +162,8 @@ class RolloutRunner:
                 ready, self._started_tools = self._started_tools, []
                 replayed, self._replayed = self._replayed, []
                 # with no model work pending there is nothing to overlap: the tools are awaited at once
-                outputs = self.backend.step() if self.backend.has_pending() else []
+                stepped = self.backend.has_pending()
+                outputs = self.backend.step() if stepped else []
                 if in_flight and not outputs and not ready and not replayed and not self.backend.has_pending():
                     raise RuntimeError(f"rollout stalled with {in_flight} episodes in flight")  # a bug, never input
                 for future, state in ready:
@@ -184,7 +191,10 @@ class RolloutRunner:
                     action = state.episode.on_output(output.text, state.turn, tokens, output.model_s)
                     in_flight -= self._advance(state, action)
                 summary.seconds = time.perf_counter() - start
-                if self.progress and outputs:  # steps/s and tok/s move while long episodes run
+                if live_start is not None:
+                    prefilled, generated = live_tokens()
+                    summary.live_prefilled, summary.live_generated = prefilled - live_start[0], generated - live_start[1]
+                if self.progress and (outputs or stepped):  # the rates move while long prompts prefill
                     self.progress(summary, self._total)
         if self.record is None and (self.out / TURNS).exists():
             (self.out / TURNS).unlink()  # every episode finished: its turns are in trajectories.jsonl
