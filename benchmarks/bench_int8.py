@@ -9,9 +9,14 @@ with AMX int8 tiles, for oneDNN too; steps of `INT8_WIDE_ROWS` rows or more take
    the engine's `max_num_batched_tokens`), the same loaded model with the oneDNN copies dropped (the
    peer) and kept (ours), alternating, median of `--repeats`. The prompts differ per run so no
    cached prefix is reused.
+3. With `--mlp`: one decoder MLP block in int8 (gate_up, SiLU(gate) * up, down) at each row count, as
+   it ran before it worked in place (the peer: new tensors for the scale, the SiLU and the product)
+   and as `DecoderLayer.mlp` runs it now, alternating, median of repeats; the outputs are checked
+   bitwise equal first.
 
     .venv/bin/python benchmarks/bench_int8.py --threads 2
     .venv/bin/python benchmarks/bench_int8.py --threads 2 --model qwen2.5-1.5b --prompt 4096 --repeats 2
+    .venv/bin/python benchmarks/bench_int8.py --threads 2 --mlp --rows 16,128,512,2048 --repeats 9
 """
 
 from __future__ import annotations
@@ -90,6 +95,43 @@ def _engine(args) -> None:
           f"ours vs peer {peer / ours:.2f}x")
 
 
+def _mlp(args) -> None:
+    import torch.nn.functional as F
+
+    from models.decoder import DecoderLayer, LayerSpec
+    from models.int_linear import Int8DynamicLinear
+
+    spec = LayerSpec(hidden=args.hidden, intermediate=args.intermediate, heads=args.heads, kv_heads=args.kv_heads,
+                     head_dim=args.head_dim, eps=1e-6)
+    layer = DecoderLayer(spec, 0)
+    layer.gate_up_proj = Int8DynamicLinear(layer.gate_up_proj, wide=False)  # FBGEMM in both: the kernel is not timed
+    layer.down_proj = Int8DynamicLinear(layer.down_proj, wide=False)
+
+    def copying(linear, x):  # Int8DynamicLinear.forward before it scaled in place
+        peak = x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)
+        return torch.ops.quantized.linear_dynamic(x / peak, linear._packed, True) * peak
+
+    def peer(x):
+        gate, up = copying(layer.gate_up_proj, x).split(spec.intermediate, -1)
+        return copying(layer.down_proj, F.silu(gate) * up)
+
+    print(f"one int8 MLP block {args.hidden} -> 2x{args.intermediate} -> {args.hidden}; median of {args.repeats}, "
+          "alternating")
+    print("| rows | copying (peer) | in place (ours) | ours vs peer |")
+    print("|---|---|---|---|")
+    with torch.inference_mode():
+        for rows in (int(r) for r in args.rows.split(",")):
+            x = torch.randn(rows, args.hidden)
+            if not torch.equal(peer(x), layer.mlp(x)):
+                raise SystemExit(f"bench_int8: the in-place MLP differs from the copying one at {rows} rows")
+            times = {"peer": [], "ours": []}
+            for _ in range(args.repeats):
+                for name, fn in (("peer", peer), ("ours", layer.mlp)):
+                    times[name].append(_median_seconds(lambda: fn(x), 1))
+            peer_s, ours_s = statistics.median(times["peer"]), statistics.median(times["ours"])
+            print(f"| {rows} | {peer_s * 1e3:.2f} ms | {ours_s * 1e3:.2f} ms | {peer_s / ours_s:.2f}x |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -102,12 +144,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--model", default=None, help="also time the engine's prefill with this model (e.g. qwen2.5-1.5b)")
     parser.add_argument("--prompt", type=int, default=4096, help="prompt tokens for --model")
+    parser.add_argument("--mlp", action="store_true", help="only the MLP block, in place against copying")
     args = parser.parse_args()
     from models.int_linear import amx_int8
 
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, AMX int8: {amx_int8()}")
+    if args.mlp:
+        return _mlp(args)
     _kernels(args)
     if args.model:
         _engine(args)

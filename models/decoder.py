@@ -133,11 +133,17 @@ class DecoderLayer(nn.Module):
         if self.attn_out_norm is not None:
             out = self.attn_out_norm(out)
         x = x + out
-        gate, up = self.gate_up_proj(self.mlp_norm(x)).split(spec.intermediate, -1)
-        out = self.down_proj(self.act(gate) * up)
+        out = self.mlp(self.mlp_norm(x))
         if self.mlp_out_norm is not None:
             out = self.mlp_out_norm(out)
         return x + out
+
+    def mlp(self, x: torch.Tensor) -> torch.Tensor:
+        """The gated MLP; without autograd a SiLU gate runs in place (no (tokens, intermediate) copies: same bits)."""
+        gate, up = self.gate_up_proj(x).split(self.spec.intermediate, -1)
+        if self.act is F.silu and not torch.is_grad_enabled():
+            return self.down_proj(F.silu(gate, inplace=True).mul_(up))
+        return self.down_proj(self.act(gate) * up)
 
 
 def layer_windows(config) -> tuple[int | None, ...]:

@@ -104,6 +104,34 @@ def test_int8_dynamic_kernel_matches_float32_within_its_rounding(rows):
     assert layer(x.bfloat16()).dtype == torch.bfloat16
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_int8_forward_is_bitwise_the_row_scaled_kernel(bias):
+    """The forward's in-place scale and copy-free row peak compute exactly the formula they replaced."""
+    torch.manual_seed(3)
+    linear = torch.nn.Linear(256, 96, bias=bias)
+    layer = Int8DynamicLinear(linear, wide=False)
+    x = torch.randn(300, 256) * torch.rand(300, 1) * 10
+    peak = x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6)
+    kernel = torch.ops.quantized.linear_dynamic(x / peak, layer._packed, True)
+    want = kernel * peak if not bias else torch.addcmul(linear.bias.data, kernel, peak)
+    assert torch.equal(layer(x), want)
+
+
+def test_the_silu_mlp_in_place_equals_the_copying_one():
+    """Without autograd the decoder's SiLU MLP runs in place; it computes the bits the copying one does."""
+    from models.decoder import DecoderLayer, LayerSpec
+
+    torch.manual_seed(0)
+    layer = DecoderLayer(LayerSpec(hidden=32, intermediate=80, heads=4, kv_heads=2, head_dim=8, eps=1e-6), index=0)
+    x = torch.randn(7, layer.gate_up_proj.in_features)
+    with torch.enable_grad():  # the copying path (training, autograd)
+        want = layer.mlp(x).detach()
+    with torch.inference_mode():
+        got = layer.mlp(x)
+    gate, up = layer.gate_up_proj(x).split(layer.spec.intermediate, -1)
+    assert torch.equal(got, want) and torch.equal(want, layer.down_proj(torch.nn.functional.silu(gate) * up))
+
+
 @pytest.mark.skipif("onednn" not in torch.backends.quantized.supported_engines, reason="torch built without oneDNN")
 def test_int8_wide_steps_run_on_onednn_and_agree_with_fbgemm():
     """Steps of INT8_WIDE_ROWS rows or more take the oneDNN copy; both kernels give the same int8 arithmetic."""
