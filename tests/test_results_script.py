@@ -162,21 +162,30 @@ def test_a_limited_table_scores_only_the_questions_it_ran(tmp_path, monkeypatch)
     assert row["figures"]["n"] == 2 and row["figures"]["correct"] == 2
 
 
-def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is_missing(tmp_path, monkeypatch):
-    """judge_row judges each answer the two-stage rule sends to the judge once; scoring reads the cache only."""
-    import engine.eval.judging as judging
-    from engine.core.config import EngineConfig
-    from engine.eval.judge import Verdict
-
+@pytest.fixture
+def judged_table(tmp_path, monkeypatch):
+    """A two-row table scored with a local judge, and the docs folder holding the judge's calibration."""
     spec = results.JudgeSpec("judge-model", "int8", "float32", "calibration.json")
     table = results.Table("judged", "A judged table", "sample", "a",
                           (results.Row("a", "a-run", "system A", ("--agent", "bm25"), model="default"),
                            results.Row("b", "b-run", "system B", ("--agent", "rag"), model="default")), judge=spec)
     monkeypatch.setitem(results.TABLES, "judged", table)
     monkeypatch.setattr(results, "model_record", lambda m: {"name": m, "sha256": "0" * 64, "source": "test"})
-    root, docs = tmp_path / "runs", tmp_path / "docs"
+    docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "calibration.json").write_text(json.dumps({"q0": 1.0, "q1": 1.0, "m0": 30, "m1": 30, "n": 60}))
+    return spec, table, docs
+
+
+def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is_missing(tmp_path, monkeypatch,
+                                                                                        judged_table):
+    """judge_row judges each answer the two-stage rule sends to the judge once; scoring reads the cache only."""
+    import engine.eval.judging as judging
+    from engine.core.config import EngineConfig
+    from engine.eval.judge import Verdict
+
+    spec, table, docs = judged_table
+    root = tmp_path / "runs"
     _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "25 dollars"])  # the third needs the judge
     _store_run(root, "sample", "b-run", ["48 250 USD", "Ana Ruiz", "25 dollars"])  # shares the third's verdict
 
@@ -215,21 +224,15 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
     assert results.main(["judged", "--check", "--root", str(tmp_path / "none"), "--docs", str(docs)]) == 0
 
 
-def test_a_fresh_checkout_keeps_the_archived_verdicts_and_never_judges_them_again(tmp_path, monkeypatch):
+def test_a_fresh_checkout_keeps_the_archived_verdicts_and_never_judges_them_again(tmp_path, monkeypatch,
+                                                                                  judged_table):
     """A new machine's live judge cache starts empty: judging one row there must neither drop the verdicts
     archived for the others (it did, copying the live cache over the archive) nor ask the judge for them."""
     import engine.eval.judging as judging
     from engine.eval.judge import Verdict
 
-    spec = results.JudgeSpec("judge-model", "int8", "float32", "calibration.json")
-    table = results.Table("judged", "A judged table", "sample", "a",
-                          (results.Row("a", "a-run", "system A", ("--agent", "bm25"), model="default"),
-                           results.Row("b", "b-run", "system B", ("--agent", "rag"), model="default")), judge=spec)
-    monkeypatch.setitem(results.TABLES, "judged", table)
-    monkeypatch.setattr(results, "model_record", lambda m: {"name": m, "sha256": "0" * 64, "source": "test"})
-    first, docs = tmp_path / "first", tmp_path / "docs"
-    docs.mkdir()
-    (docs / "calibration.json").write_text(json.dumps({"q0": 1.0, "q1": 1.0, "m0": 30, "m1": 30, "n": 60}))
+    spec, table, docs = judged_table
+    first = tmp_path / "first"
     asked = []
 
     class ScriptedJudge:
