@@ -41,9 +41,11 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,12 +246,26 @@ def _say(text: str) -> None:
     print(f"[results {time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-def _call(args: list[str], log: Path | None = None) -> None:
+def _call(args: list[str], log: Path | None = None, tick=None, every: float = 60.0) -> None:
+    """Run one command; `tick()` is called every `every` seconds while it runs (to checkpoint its timing)."""
     _say(" ".join(["dossier", *args[3:]]) if args[:3] == _dossier() else " ".join(args))
     with (log.open("a") if log else open(os.devnull, "w")) as sink:
-        done = subprocess.run(args, cwd=ROOT, stdout=sink if log else None, stderr=subprocess.STDOUT if log else None)
-    if done.returncode:
-        raise SystemExit(f"results: dossier {' '.join(args[3:])} failed with exit status {done.returncode}"
+        child = subprocess.Popen(args, cwd=ROOT, stdout=sink if log else None,
+                                 stderr=subprocess.STDOUT if log else None)
+        try:
+            while True:
+                try:
+                    returncode = child.wait(timeout=every)
+                    break
+                except subprocess.TimeoutExpired:
+                    if tick is not None:
+                        tick()
+        except BaseException:  # KeyboardInterrupt or SIGTERM's SystemExit: stop the child, then ourselves
+            child.terminate()
+            child.wait()
+            raise
+    if returncode:
+        raise SystemExit(f"results: dossier {' '.join(args[3:])} failed with exit status {returncode}"
                          + (f"; see {log}" if log else ""))
 
 
@@ -334,13 +350,23 @@ def run_row(table: Table, row: Row, root: Path, threads: int, archive: Path | No
                "predictions_before": _done(run), "commit": _commit(), "dtype_auto": _auto_dtype()}
     began = time.perf_counter()
     run.mkdir(parents=True, exist_ok=True)
-    try:
-        _call([*_dossier(), *command, "--format", "json"], log=run / "results_row.log")
-    finally:  # an interrupted run keeps its partial segment: the next call resumes and adds another
+    segments = list(state["segments"])
+
+    def record(final: bool) -> None:
         segment.update(seconds=round(time.perf_counter() - began, 1), load_end=_loadavg(),
                        predictions_after=_done(run))
-        state["segments"].append(segment)
+        if final:
+            segment.pop("provisional", None)
+        else:  # a checkpoint: if this process dies unannounced (a killed session), the time so far is kept
+            segment["provisional"] = True
+        state["segments"] = [*segments, segment]
         _write_json(run / "results_row.json", state)
+
+    try:
+        _call([*_dossier(), *command, "--format", "json"], log=run / "results_row.log",
+              tick=lambda: record(final=False))
+    finally:  # an interrupted run keeps its partial segment: the next call resumes and adds another
+        record(final=True)
 
 
 def _row_inputs(run: Path, limit: int | None):
@@ -757,6 +783,10 @@ def figures_rows(result: dict) -> list[str]:
     return out
 
 
+def _load(average: list[float] | None) -> str:
+    return f"{average[0]:.1f}" if average else "?"  # a segment reconstructed after a lost process has none
+
+
 def render_markdown(result: dict) -> str:
     rows = result["rows"]
     lines = [f"# {result['title']}", "",
@@ -765,14 +795,14 @@ def render_markdown(result: dict) -> str:
     for m in result["models"]:
         lines.append(f"- model `{m['name']}`: {m['source']}, sha256 `{m['sha256']}`")
     commits = sorted({s["commit"] for r in rows for s in r.get("segments", [])})
-    loads = [(s["load_start"][0], s["load_end"][0]) for r in rows for s in r.get("segments", [])]
+    loads = [(s["load_start"], s["load_end"]) for r in rows for s in r.get("segments", [])]
     cores = sorted({s["cores"] for r in rows for s in r.get("segments", [])})
     lines.append(f"- suite `{result['suite']}`" + (f", the first {result['limit']} questions" if result["limit"] else "")
                  + f"; right means {'ANLS* ≥ 0.5' if result['verdict'] == 'correct' else 'MuDABench tolerance'}")
     if commits:
         lines.append(f"- runs made at commit(s) {', '.join(commits)} on {', '.join(map(str, cores))} cores; "
                      f"1-minute load at the start and end of each run: "
-                     + ", ".join(f"{a:.1f}→{b:.1f}" for a, b in loads))
+                     + ", ".join(f"{_load(a)}→{_load(b)}" for a, b in loads))
     judge = result.get("judge")
     if judge:
         lines.append(f"- LLM judge: `{judge['model']}` ({judge['quantization'] or 'no quantisation'}, {judge['dtype']}), "
@@ -972,6 +1002,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-judge", action="store_true",
                         help="run the rows but not the table's LLM judge (its accuracy column waits for a later call)")
     args = parser.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():  # SIGTERM stops the run and records its segment
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     check_tables()
     learning = LEARNING in args.tables or not args.tables
     unknown = [t for t in args.tables if t not in TABLES and t != LEARNING]

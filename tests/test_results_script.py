@@ -303,7 +303,7 @@ def test_a_fresh_checkout_resumes_from_the_archive_and_never_reruns_a_complete_r
     (fresh / "sample" / "questions.jsonl").write_bytes(questions)
     monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
     calls = []
-    monkeypatch.setattr(results, "_call", lambda args, log=None: calls.append(args))
+    monkeypatch.setattr(results, "_call", lambda args, log=None, tick=None: calls.append(args))
     a, b, _c = tiny_table.rows
 
     results.run_row(tiny_table, a, fresh, 1, docs / "runs")
@@ -336,7 +336,7 @@ def _another_machine(tmp_path, root, monkeypatch):
     (fresh / "sample").mkdir(parents=True)
     (fresh / "sample" / "questions.jsonl").write_bytes((root / "sample" / "questions.jsonl").read_bytes())
     monkeypatch.setattr(results, "prepare_suite", lambda r, s: (r / s / "questions.jsonl", r / f"{s}-corpus"))
-    monkeypatch.setattr(results, "_call", lambda args, log=None: None)
+    monkeypatch.setattr(results, "_call", lambda args, log=None, tick=None: None)
     return fresh
 
 
@@ -355,6 +355,39 @@ def test_a_row_tried_without_a_finished_episode_keeps_its_time(tmp_path, tiny_ta
     results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, docs / "runs")
     segments = json.loads((fresh / "runs" / "sample-c-run" / "results_row.json").read_text())["segments"]
     assert [x["seconds"] for x in segments[:1]] == [12.5] and len(segments) == 2
+
+
+def test_a_running_row_checkpoints_its_time_so_a_killed_process_loses_at_most_a_tick(tmp_path, tiny_table,
+                                                                                      monkeypatch):
+    """The segment is written while the run goes on, marked provisional, and made final when it stops: a
+    session killed mid-run (no `finally`) kept none of a 2 h 13 min segment before this."""
+    root = tmp_path / "runs"
+    _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
+    fresh = _another_machine(tmp_path, root, monkeypatch)
+    state = fresh / "runs" / "sample-c-run" / "results_row.json"
+    seen = []
+
+    def dossier(args, log=None, tick=None):
+        tick()
+        tick()  # a second checkpoint replaces the first, never adds to it
+        seen.append(json.loads(state.read_text())["segments"])
+
+    monkeypatch.setattr(results, "_call", dossier)
+    results.run_row(tiny_table, tiny_table.rows[2], fresh, 1, None)
+    (during,) = seen
+    assert len(during) == 1 and during[0]["provisional"] is True and during[0]["seconds"] >= 0
+    (final,) = json.loads(state.read_text())["segments"]
+    assert "provisional" not in final and final["started"] == during[0]["started"]
+
+
+def test_the_runner_ticks_while_its_child_runs(tmp_path):
+    import sys
+
+    ticks = []
+    results._call([sys.executable, "-c", "import time; time.sleep(0.6)"], tick=lambda: ticks.append(1), every=0.1)
+    assert len(ticks) >= 2
+    with pytest.raises(SystemExit, match="exit status 3"):
+        results._call([sys.executable, "-c", "raise SystemExit(3)"])
 
 
 def test_the_turns_of_episodes_in_flight_are_archived_and_come_back_with_the_row(tmp_path, tiny_table, monkeypatch):
