@@ -162,16 +162,18 @@ TABLES: dict[str, Table] = {t.name: t for t in (
           "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE,
           effort_row="bm25",
           notes=("filesearch keeps OpenAI file search's defaults (20 chunks of 800 tokens), so each question is a "
-                 "prompt of about 19,000 tokens. Its one finished episode took 2,640 s of model time on one core of "
-                 "a 2-core machine: prefill attention grows with the square of the context (one layer's 2,048-token "
-                 "chunk against 16,384 keys takes 3.3 s in float32 SDPA on one core, 62 GFLOP/s, on the AVX-512 "
-                 "machine of 2026-12-02). At that rate 50 questions are about 14 core-hours: the row resumes, but "
-                 "it will not finish on 2 cores in reasonable time, and a row with fewer results would be another "
-                 "row, not this one with its flags changed. A third segment (2026-12-03, 2 threads of an AMX Xeon, "
-                 "7,930 s with a 65 s pause for a quiet benchmark) spent 14 min embedding the corpus's 12,638 chunks "
-                 "(now cached in the corpus folder) and answered 2 more at 15 prefilled tok/s: the scheduler let a "
-                 "later request take an earlier one's KV blocks, so two 19K-token prompts in the 37K-token pool "
-                 "recomputed each other; fixed at 13b91d5 (a request preempts only lower-priority ones), after it.",
+                 "prompt of 19,000-28,000 tokens, and on 2 CPU cores it is by far the slowest row. Its first two "
+                 "segments (2026-12-02) answered 1 question: prefill attention grows with the square of the context. "
+                 "A third (2026-12-03, 2 threads of an AMX Xeon, 7,930 s) spent 14 min embedding the corpus's 12,638 "
+                 "chunks (now cached in the corpus folder) and answered 2 more at 15 prefilled tok/s: the scheduler "
+                 "let a later request take an earlier one's KV blocks, so two 19K-token prompts recomputed each "
+                 "other; fixed at 13b91d5. From 2026-12-04, on an Ice Lake Xeon without bf16 (int8 weights, float32 "
+                 "activations), it ran at 50-57 prefilled tok/s, about 7 minutes a question: segment 5 (2,774 s, "
+                 "5 to 10, with a pause for tests; an accidental start of about 7 min before it was killed unrecorded), "
+                 "segment 6 (10 to 27, at least 8,015 s: the session ended with it running and its time was "
+                 "reconstructed from its start to the row log's last write; results.py now checkpoints a running "
+                 "segment every minute) and segment 7 (27 to 47, 9,278 s). Half of a prefill step is flash "
+                 "attention at about 180 GFLOP/s, near this CPU's float32 sgemm (221 GFLOP/s). It resumes.",
                  "rlm finished its 50 episodes with 4 in flight in an 8 GiB KV pool: 8,154 s in its last segment "
                  "(2 threads of an AMX Xeon, 2026-12-03, 22 episodes/h, 99.5 % of history tokens from the KV cache), "
                  "which resumed mid-episode after a stop and replayed 15 recorded turns. The row's wall adds a 378 s "
