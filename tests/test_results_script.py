@@ -1,6 +1,7 @@
 """scripts/results.py: the tables are consistent, and --check re-scores a stored run to the stored figures."""
 
 import json
+import sys
 
 import pytest
 
@@ -380,9 +381,7 @@ def test_a_running_row_checkpoints_its_time_so_a_killed_process_loses_at_most_a_
     assert "provisional" not in final and final["started"] == during[0]["started"]
 
 
-def test_the_runner_ticks_while_its_child_runs(tmp_path):
-    import sys
-
+def test_the_runner_ticks_while_its_child_runs():
     ticks = []
     results._call([sys.executable, "-c", "import time; time.sleep(0.6)"], tick=lambda: ticks.append(1), every=0.1)
     assert len(ticks) >= 2
