@@ -172,8 +172,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "5 to 10, with a pause for tests; an accidental start of about 7 min before it was killed unrecorded), "
                  "segment 6 (10 to 27, at least 8,015 s: the session ended with it running and its time was "
                  "reconstructed from its start to the row log's last write; results.py now checkpoints a running "
-                 "segment every minute) and segment 7 (27 to 47, 9,278 s). Half of a prefill step is flash "
-                 "attention at about 180 GFLOP/s, near this CPU's float32 sgemm (221 GFLOP/s). It resumes.",
+                 "segment every minute), segment 7 (27 to 47, 9,278 s) and segment 8 (47 to 50, 1,524 s, 51 "
+                 "prefilled tok/s). Half of a prefill step is flash attention at about 180 GFLOP/s, near this CPU's "
+                 "float32 sgemm (221 GFLOP/s). The row's recorded wall, 37,460 s, leaves out the unrecorded start "
+                 "and counts segment 6 at its lower bound.",
                  "rlm finished its 50 episodes with 4 in flight in an 8 GiB KV pool: 8,154 s in its last segment "
                  "(2 threads of an AMX Xeon, 2026-12-03, 22 episodes/h, 99.5 % of history tokens from the KV cache), "
                  "which resumed mid-episode after a stop and replayed 15 recorded turns. The row's wall adds a 378 s "
