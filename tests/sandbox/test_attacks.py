@@ -101,10 +101,20 @@ ATTACKS = [
 
 
 def _ours() -> list[str]:
-    """Sandbox processes whose parent is this test process."""
+    """Sandbox processes descended from this test process (bubblewrap and the program under it)."""
     out = subprocess.run(["ps", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()[1:]
-            if line.split()[1] == str(os.getpid()) and "tools/sandbox/bootstrap.py" in line]
+    rows = [line.split(None, 3) for line in out.splitlines()[1:]]
+    parent = {int(row[0]): int(row[1]) for row in rows}
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    return [" ".join(row) for row in rows if len(row) == 4 and descends(int(row[0]))
+            and ("tools/sandbox/bootstrap.py" in row[3] or row[3].startswith(("bwrap", "/usr/bin/bwrap")))]
 
 
 @pytest.fixture(scope="module")

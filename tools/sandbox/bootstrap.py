@@ -1,20 +1,24 @@
 """The sandbox's child side: confine this process, then run the program. Standard library only.
 
 Started by tools/sandbox/run.py as `python -I -S bootstrap.py CONFIG_JSON` in a new session,
-with a scrubbed environment, stdin from /dev/null and the working directory prepared. In
-order, before any program code runs:
+with a scrubbed environment, stdin from /dev/null and the working directory prepared; normally
+inside bubblewrap's namespaces (tools/sandbox/boundary.py: the kernel boundary, which is what
+actually confines the program: a program can rewrite this process's memory, so nothing below
+that lives in this process can be relied on alone). In order, before any program code runs:
 
-  1. leave the network: a new network namespace (unshare), or a user + network namespace
-     when not root; the parent is told whether it worked;
+  1. leave the network: only where no kernel boundary did it already, a new network namespace
+     (unshare), or a user + network namespace when not root; the parent is told whether it worked;
   2. kernel limits (resource): CPU time, address space, open files, file size, no core files;
   3. import the allowed modules the program names (numpy, pandas too) while their own imports
      are free of the policy, and exercise what they load lazily (see `_WARM_UP`);
   4. process limit, then drop root to the unprivileged sandbox user (no writes to anything
      that user cannot write; RLIMIT_NPROC holds for it);
-  5. report what took effect, and a fresh random key, as the first line on the status pipe;
-  6. the Python policy: an audit hook refusing processes, sockets, ctypes, frame and gc
-     introspection, file access outside the working directory and the loading of any
-     module not whitelisted; a restricted `__import__` for the program itself.
+  5. the seccomp filter built by tools/sandbox/seccomp.py (no exec, no new process, nothing
+     that reaches another process or leaves the namespaces); it cannot be removed afterwards;
+  6. report what took effect, and a fresh random key, as the first line on the status pipe;
+  7. the Python policy (defence in depth): an audit hook refusing processes, sockets, ctypes,
+     frame and gc introspection, file access outside the working directory and the loading
+     of any module not whitelisted; a restricted `__import__` for the program itself.
 Then the program (program.py in the working directory) runs with `records`-style inputs
 from _inputs.json as globals.
 
@@ -76,15 +80,35 @@ def _leave_network() -> str:
 
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWNET) == 0:
-        outcome = "network namespace"
-    elif os.geteuid() != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
-        outcome = "user and network namespace"
-    else:
-        outcome = "failed: " + os.strerror(ctypes.get_errno())
-    del libc
+        return "network namespace"
+    if os.geteuid() != 0 and libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        return "user and network namespace"
+    return "failed: " + os.strerror(ctypes.get_errno())
+
+
+def _install_seccomp(program: bytes, calls: int) -> str:
+    """Install the packed BPF filter (PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP); returns what held, or why not."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    instructions = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(instructions))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        return "failed: no_new_privs: " + os.strerror(ctypes.get_errno())
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        return "failed: " + os.strerror(ctypes.get_errno())
+    return f"filter installed ({calls} system calls refused)"
+
+
+def _forget_ctypes() -> None:
+    """Drop ctypes from sys.modules so the program does not find it loaded (the audit hook refuses it anyway).
+    Modules like numpy keep their own reference: this is tidiness, not a boundary."""
     for name in [m for m in sys.modules if m == "ctypes" or m.startswith("ctypes.") or m == "_ctypes"]:
-        del sys.modules[name]  # the program must not find it loaded (the audit hook refuses it anyway)
-    return outcome
+        del sys.modules[name]
 
 
 def _limit(kind: int, soft: int, hard: int | None = None) -> int:
@@ -267,9 +291,12 @@ def main() -> None:
     limits = config["limits"]
     modules = frozenset(limits["modules"])
     policy = limits.get("python_policy", True)
-    status = {"network": "not attempted", "user": "unchanged", "limits": {}, "modules": [], "python_policy": False}
+    status = {"network": "not attempted", "user": "unchanged", "limits": {}, "modules": [], "python_policy": False,
+              "boundary": config.get("boundary") or "none", "seccomp": "not attempted"}
 
-    if config.get("network", True):
+    if config.get("boundary"):
+        status["network"] = f"network namespace ({config['boundary']})"
+    elif config.get("network", True):
         try:
             status["network"] = _leave_network()
         except OSError as err:  # no libc to call: report, never run silently exposed
@@ -286,6 +313,16 @@ def main() -> None:
     status["limits"]["processes"] = _limit(resource.RLIMIT_NPROC, limits["processes"])
     if config.get("drop_to") is not None:
         status["user"] = _drop_privileges(*config["drop_to"])
+    elif config.get("boundary"):
+        status["user"] = f"uid {os.geteuid()} (a user namespace)"
+    if config.get("seccomp"):
+        try:
+            status["seccomp"] = _install_seccomp(bytes.fromhex(config["seccomp"]), config.get("seccomp_calls", 0))
+        except (OSError, AttributeError) as err:  # no libc to call: report, never run silently unfiltered
+            status["seccomp"] = f"failed: {err}"
+    else:
+        status["seccomp"] = "not available on this architecture"
+    _forget_ctypes()
     os.chdir(workdir)
     read_roots = tuple(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p))
 

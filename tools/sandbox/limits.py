@@ -34,6 +34,9 @@ class SandboxLimits:
     file_bytes: int = 16_000_000  # size of any file the program writes (RLIMIT_FSIZE), bytes
     modules: tuple[str, ...] = field(default=DEFAULT_MODULES + OPTIONAL_MODULES)  # importable top-level modules
     python_policy: bool = True  # import whitelist + audit hooks; False only to test the OS layer alone
+    # where no kernel boundary (bubblewrap) is available, run anyway with only the in-process policy and the
+    # rlimits; the caller's explicit choice (dossier run --allow-unsandboxed-code), never a silent fallback
+    allow_unsandboxed: bool = False
 
     def __post_init__(self):
         for name in ("cpu_seconds", "memory_mb", "output_bytes", "open_files", "processes", "file_bytes"):

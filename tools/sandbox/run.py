@@ -5,10 +5,15 @@
     result.ok, result.stdout, result.error     # True, "42.5\\n", None
 
 The program runs in a separate process (tools/sandbox/bootstrap.py) in a fresh temporary
-working directory that is deleted afterwards. This side enforces what the child cannot:
-the wall clock and the output cap (both end the program's whole process group), a scrubbed
-environment, and no inherited file descriptors. Nothing a program does raises here: every
-failure is a `SandboxResult` with `ok=False`, a `kind` and a one-line `error`.
+working directory that is deleted afterwards, inside the kernel boundary of
+tools/sandbox/boundary.py (bubblewrap's namespaces: only the Python installation and that
+directory exist for it, no other process is visible) with rlimits and a seccomp filter. This
+side enforces what the child cannot: the wall clock and the output cap (both end the program's
+whole process group), a scrubbed environment, and no inherited file descriptors. Where no
+kernel boundary is available the program is refused (kind "setup", the message names what to
+install) unless `SandboxLimits.allow_unsandboxed` says the caller accepts an in-process-only
+sandbox. Nothing a program does raises here: every failure is a `SandboxResult` with
+`ok=False`, a `kind` and a one-line `error`.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.sandbox.boundary import INSTALL_HINT, bwrap_command, kernel_boundary
 from tools.sandbox.limits import OPTIONAL_MODULES, SandboxLimits
+from tools.sandbox.seccomp import build_filter
 
 __all__ = ["SandboxResult", "run_python", "SANDBOX_UID"]
 
@@ -117,7 +124,8 @@ def run_python(code: str, inputs: dict | None = None, files: dict | None = None,
         inputs: JSON-serialisable values the program sees as global variables (e.g. {"records": [...]}).
         files: extra files for the working directory: name -> str, bytes or a JSON-serialisable value.
         limits: resource limits and module whitelist (defaults: `SandboxLimits()`).
-        network: leave the network (a new namespace); False only for tests of the other layers.
+        network: where no kernel boundary holds, leave the network from the child (a new namespace); False
+            only for tests of the other layers. Under bubblewrap the program never has a network.
 
     Returns:
         a `SandboxResult`; `ok` is False with `kind` and `error` set for any failure.
@@ -131,8 +139,19 @@ def run_python(code: str, inputs: dict | None = None, files: dict | None = None,
                              time.perf_counter() - start, 0.0)
 
 
+def _refusal(why: str, start: float) -> SandboxResult:
+    return SandboxResult(False, "", "", "setup", f"model-written code is not run without a kernel sandbox, and this "
+                         f"machine has none ({why}); {INSTALL_HINT}, or allow an unsandboxed run explicitly "
+                         "(dossier run --allow-unsandboxed-code)", None, time.perf_counter() - start, 0.0)
+
+
 def _run(code: str, inputs: dict | None, files: dict | None, limits: SandboxLimits, network: bool,
          start: float) -> SandboxResult:
+    boundary = kernel_boundary()
+    if not boundary.held and not limits.allow_unsandboxed:
+        return _refusal(boundary.how, start)
+    # a root parent hands the program to nobody (the bootstrap switches after set-up); an ordinary parent's
+    # bubblewrap maps nobody to the parent's own uid in a user namespace, so its files need no new owner
     drop = os.geteuid() == 0
     workdir = Path(tempfile.mkdtemp(prefix="dossier-sandbox-"))
     try:
@@ -143,12 +162,17 @@ def _run(code: str, inputs: dict | None, files: dict | None, limits: SandboxLimi
         status_read, status_write = os.pipe()
         # the standard-library modules load in milliseconds; numpy and pandas only when the program imports them
         preload = [m for m in limits.modules if m not in OPTIONAL_MODULES or m in _imported(code)]
-        config = {"workdir": str(workdir), "limits": limits.to_json(), "paths": _module_paths(limits.modules),
-                  "preload": preload,
+        paths = _module_paths(limits.modules)
+        seccomp = build_filter()
+        config = {"workdir": str(workdir), "limits": limits.to_json(), "paths": paths, "preload": preload,
                   "drop_to": [SANDBOX_UID, SANDBOX_UID] if drop else None, "status_fd": status_write,
-                  "network": network}
+                  "network": network, "boundary": "bubblewrap" if boundary.held else None,
+                  "seccomp": seccomp[0].hex() if seccomp else None, "seccomp_calls": seccomp[1] if seccomp else 0}
+        python = [os.path.realpath(sys.executable), "-I", "-S", str(BOOTSTRAP), json.dumps(config)]
+        if boundary.held:
+            python = bwrap_command(boundary.command, str(workdir), [str(BOOTSTRAP), *paths], drop) + python
         try:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", str(BOOTSTRAP), json.dumps(config)],
+            proc = subprocess.Popen(python,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=workdir, env=dict(_ENV, HOME=str(workdir)), start_new_session=True,
                                     pass_fds=(status_write,))
@@ -163,6 +187,8 @@ def _run(code: str, inputs: dict | None, files: dict | None, limits: SandboxLimi
             os.close(status_read)
             _kill_group(proc.pid)
             _reap(proc)  # whatever happened above, no process outlives this call
+        if boundary.held and run.exit_code > 128:  # bubblewrap exits 128 + N when signal N ended the program
+            run.exit_code = 128 - run.exit_code
         status, outcome = _read_status(run.status)
         wall = time.perf_counter() - start
         out = run.stdout.decode("utf-8", "replace")
