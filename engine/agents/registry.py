@@ -59,7 +59,7 @@ _REGISTERED = (
               "engine.agents.baselines:ClosedBookEpisode", needs_corpus=False),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
               "typed records, a program run in the sandbox, a final answer", "engine.agents.workflow.episode:WorkflowEpisode",
-              run_meta="engine.agents.workflow.report:run_meta", run_report="engine.agents.workflow.report:run_report",
+              run_meta="tools.sandbox.guarantees:run_meta", run_report="engine.agents.workflow.report:run_report",
               settings="engine.agents.workflow.settings:WorkflowSettings"),
     AgentSpec("qguide", "Q-Guide: rounds of parallel perception-tool calls, a confidence gate with verification, "
               "long documents in adjudicated chunks", "engine.agents.qguide.agent:build",
@@ -72,7 +72,7 @@ _REGISTERED = (
               settings="engine.agents.filesearch:FileSearchSettings"),
     AgentSpec("rlm", "Recursive Language Model: the corpus in a sandboxed Python REPL, code turns with llm_query "
               "sub-calls, then the answer extracted", "engine.agents.rlm:RlmEpisode",
-              settings="engine.agents.rlm:RlmSettings"),
+              run_meta="tools.sandbox.guarantees:run_meta", settings="engine.agents.rlm:RlmSettings"),
 )
 
 _AGENTS = {spec.name: spec for spec in _REGISTERED}

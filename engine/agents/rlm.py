@@ -56,9 +56,16 @@ class RlmSettings:
     rlm_max_depth: int = setting(1, "rlm: recursion depth of llm_query: 1 (the paper's RLM) lets the root's code "
                                     "call sub-LLMs, 0 gives it none.")
     rlm_output_chars: int = setting(2000, "rlm: characters of a program's printed output shown to the model.")
+    allow_unsandboxed_code: bool = setting(False, "Run model-written code even where the kernel sandbox "
+                                                  "(bubblewrap) is unavailable, with only the in-process policy "
+                                                  "and rlimits; run.json records it. Without it such a machine "
+                                                  "refuses the run.")
 
     @staticmethod
     def check(settings) -> None:
+        from tools.sandbox.boundary import require_kernel_boundary
+
+        require_kernel_boundary(settings.allow_unsandboxed_code, "the rlm agent")
         if settings.rlm_max_tokens < 1000:
             raise DossierError(f"--rlm-max-tokens must be at least 1000 (got {settings.rlm_max_tokens})")
         if settings.rlm_max_depth not in (0, 1):
@@ -244,7 +251,11 @@ class RlmEpisode(Episode):
     def _run_code(self):
         from tools.sandbox import run_python
 
-        return run_python(PRELUDE, inputs={"context": self.context, "_answers": self.answers, "_code": self._code})
+        from tools.sandbox import SandboxLimits
+
+        limits = SandboxLimits(allow_unsandboxed=self.settings.allow_unsandboxed_code)
+        return run_python(PRELUDE, inputs={"context": self.context, "_answers": self.answers, "_code": self._code},
+                          limits=limits)
 
     def on_tool_result(self, result):
         record = self._record

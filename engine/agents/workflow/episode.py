@@ -218,7 +218,7 @@ class WorkflowEpisode:
         step["tool_call"] = {"name": "python", "arguments": {"code": code}}
         self._pending_code = code
         records = [dict(r) for r in self.records]
-        return ToolJob(lambda: _run_program(code, records))
+        return ToolJob(lambda: _run_program(code, records, self.settings.allow_unsandboxed_code))
 
     def on_tool_result(self, result):
         step = self.steps[-1]
@@ -371,7 +371,7 @@ def _code_of(raw: str) -> str | None:
     return code if isinstance(code, str) and code.strip() else None
 
 
-def _run_program(code: str, records: list[dict]):
-    from tools.sandbox import run_python
+def _run_program(code: str, records: list[dict], allow_unsandboxed: bool):
+    from tools.sandbox import SandboxLimits, run_python
 
-    return run_python(code, inputs={"records": records})
+    return run_python(code, inputs={"records": records}, limits=SandboxLimits(allow_unsandboxed=allow_unsandboxed))

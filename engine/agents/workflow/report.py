@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["prefix_cache_report", "render_with", "load_workflow_trajectories", "run_meta", "run_report"]
+__all__ = ["prefix_cache_report", "render_with", "load_workflow_trajectories", "run_report"]
 
 
 def render_with(processor) -> Callable[[list], list[int]]:
@@ -93,13 +93,6 @@ def prefix_cache_report(trajectories: list[dict], render: Callable[[list], list[
             "shared_prefix_tokens": round(sum(prefix_lengths) / len(prefix_lengths), 1) if prefix_lengths else None,
             "cached_tokens": cached_total, "share_from_cache": cached_total / shared_total if shared_total else None,
             "min_share": min(shares) if shares else None, "first_document_cached": first_cached}
-
-
-def run_meta() -> dict:
-    """run.json's "sandbox": what protected the model-written programs of this run."""
-    from tools.sandbox import sandbox_guarantees
-
-    return {"sandbox": [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]}
 
 
 def run_report(out: Path, engine) -> dict:

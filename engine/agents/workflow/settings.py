@@ -22,8 +22,16 @@ class WorkflowSettings:
                                                  "no network). A currency without a rate stays unconverted and the "
                                                  "trajectory names it. `dossier sample --suite mudabench` writes one.")
 
+    allow_unsandboxed_code: bool = setting(False, "Run model-written code even where the kernel sandbox "
+                                                  "(bubblewrap) is unavailable, with only the in-process policy "
+                                                  "and rlimits; run.json records it. Without it such a machine "
+                                                  "refuses the run.")
+
     @staticmethod
     def check(settings) -> None:
+        from tools.sandbox.boundary import require_kernel_boundary
+
+        require_kernel_boundary(settings.allow_unsandboxed_code, "the workflow agent")
         if settings.extract_iterations < 1:
             raise DossierError(f"extract_iterations must be at least 1 (got {settings.extract_iterations})")
         if settings.conversion_table is not None:  # a missing or malformed table fails before the model loads
