@@ -36,7 +36,8 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         dtype auto    float32 on cpu: the CPU has neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, ...)
         int8 (cpu)    FBGEMM (no AMX int8 tiles here)
         sandbox:
-          yes  no network: network namespace; the socket module is refused in any case
+          yes  kernel boundary: bubblewrap 0.8.0 (/usr/bin/bwrap): fresh mount, PID, network, IPC and UTS ...
+          yes  no network: network namespace (bubblewrap); the socket module is refused in any case
           yes  memory limit: RLIMIT_AS 1024 MB
     """
     from importlib.metadata import version as dist_version

@@ -315,3 +315,17 @@ def test_a_parent_killed_from_outside_takes_its_sandbox_with_it():
     while started & _sandbox_pids() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not started & _sandbox_pids(), "the sandbox outlived its killed parent"
+
+
+def test_the_seccomp_filter_keeps_threads_and_refuses_processes():
+    """clone with CLONE_THREAD passes the filter (a caller that raises the process limit may use threads); a new
+    process does not, whatever the limit."""
+    program = ("import statistics\nsys = statistics.sys\nthread, os = sys.modules['_thread'], sys.modules['os']\n"
+               "done = thread.allocate_lock()\ndone.acquire()\nbox = []\n"
+               "thread.start_new_thread(lambda: (box.append(6 * 7), done.release()), ())\ndone.acquire()\n"
+               "print(box[0])\nos.fork()\n")
+    limits = SandboxLimits(cpu_seconds=5, wall_seconds=20, processes=64, python_policy=False)
+    result = run_python(program, limits=limits)
+    assert result.stdout == "42\n", result
+    assert result.kind == "exception" and "PermissionError" in result.error, result
+    assert "filter installed" in result.status["seccomp"]

@@ -6,7 +6,7 @@ set-up and before the program's first line. Once installed it cannot be removed,
 program does to the interpreter's memory. It refuses, with EPERM:
 
   - new processes and programs: execve/execveat, fork/vfork, and clone without CLONE_THREAD
-    (threads stay possible); clone3 answers ENOSYS, so libc falls back to clone, whose flags
+    (threads pass the filter; the default process limit of one refuses them too); clone3 answers ENOSYS, so libc falls back to clone, whose flags
     the filter can read;
   - reaching other processes: ptrace, process_vm_readv/writev, kcmp, the pidfd calls,
     setpriority and the sched_set* calls (the PID namespace already hides every other process);
