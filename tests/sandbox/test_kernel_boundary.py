@@ -315,6 +315,12 @@ def test_a_parent_killed_from_outside_takes_its_sandbox_with_it():
     while started & _sandbox_pids() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not started & _sandbox_pids(), "the sandbox outlived its killed parent"
+    # its working directory is an orphan now; the next sandbox started by any process removes it
+    orphans = list(Path(tempfile.gettempdir()).glob(f"dossier-sandbox-{proc.pid}-*"))
+    assert orphans, "the killed parent's working directory should still be there (nothing ran after SIGKILL)"
+    subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT_DIR)!r})\n"
+                    "from tools.sandbox import run_python\nassert run_python('print(1)').ok"], check=True, cwd=ROOT_DIR)
+    assert not any(path.exists() for path in orphans), "an orphaned working directory was not removed"
 
 
 def test_the_seccomp_filter_keeps_threads_and_refuses_processes():

@@ -18,6 +18,7 @@ sandbox. Nothing a program does raises here: every failure is a `SandboxResult` 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import selectors
@@ -153,7 +154,8 @@ def _run(code: str, inputs: dict | None, files: dict | None, limits: SandboxLimi
     # a root parent hands the program to nobody (the bootstrap switches after set-up); an ordinary parent's
     # bubblewrap maps nobody to the parent's own uid in a user namespace, so its files need no new owner
     drop = os.geteuid() == 0
-    workdir = Path(tempfile.mkdtemp(prefix="dossier-sandbox-"))
+    _sweep_orphans()
+    workdir = Path(tempfile.mkdtemp(prefix=f"dossier-sandbox-{os.getpid()}-"))
     try:
         try:
             _prepare(workdir, code, inputs, files, drop)
@@ -202,6 +204,24 @@ def _run(code: str, inputs: dict | None, files: dict | None, limits: SandboxLimi
         return SandboxResult(kind is None, out, err, kind, error, run.exit_code, wall, cpu, status)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@functools.cache
+def _sweep_orphans() -> None:
+    """Remove, once per process, working directories left by parents that were killed (SIGKILL runs no clean-up).
+
+    A directory is named after the pid of the process that made it; one whose process is gone is an orphan.
+    """
+    for path in Path(tempfile.gettempdir()).glob("dossier-sandbox-*-*"):
+        owner = path.name.split("-")[2]
+        if not owner.isdigit() or int(owner) == os.getpid():
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:  # alive, another user's
+            continue
 
 
 @dataclass(slots=True)
