@@ -59,14 +59,19 @@ def default_gguf_path() -> Path:
     return files[0]
 
 
-def resolve_model_dir(model: str | os.PathLike) -> Path:
-    """A local Hugging Face directory for `model` ("default", a directory, or a .gguf file)."""
+def resolve_model_dir(model: str | os.PathLike, dtype: torch.dtype | None = None) -> Path:
+    """A local Hugging Face directory for `model` ("default", a directory, or a .gguf file).
+
+    Args:
+        dtype: a GGUF file is converted straight into this dtype (the model's), so a 7B model never
+            passes through float32 in memory or on disk; None takes any conversion already made, else float32.
+    """
     if str(model) == "default":
-        return _converted_gguf(default_gguf_path())
+        return _converted_gguf(default_gguf_path(), dtype)
     from models.packaged import PACKAGED_MODELS, assemble_gguf
 
     if str(model) in PACKAGED_MODELS:  # assembled, verified and converted on first use
-        return _converted_gguf(assemble_gguf(PACKAGED_MODELS[str(model)]))
+        return _converted_gguf(assemble_gguf(PACKAGED_MODELS[str(model)]), dtype)
     path = Path(model).expanduser()
     if not path.exists():
         raise DossierError(
@@ -76,10 +81,31 @@ def resolve_model_dir(model: str | os.PathLike) -> Path:
     if path.is_file():
         if path.suffix.lower() != ".gguf":
             raise DossierError(f"model file {str(path)!r} is not a .gguf file; give a directory or a GGUF file")
-        return _converted_gguf(path)
+        return _converted_gguf(path, dtype)
     if not (path / "config.json").is_file():
         raise DossierError(f"model directory {str(path)!r} has no config.json; is it a Hugging Face model folder?")
+    _refuse_remote_code(path)
     return path
+
+
+def _refuse_remote_code(folder: Path) -> None:
+    """A folder whose config names its own code (`auto_map`, e.g. chatglm's GLM-4V-9B) would make transformers ask
+    "Do you wish to run the custom code? [y/N]" on stdin: refuse it first, naming what is supported instead."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DossierError(f"cannot read {str(folder / 'config.json')!r}: {err}") from None
+    auto_map = config.get("auto_map") if isinstance(config, dict) else None
+    if auto_map:
+        from models.registry import families
+
+        code = ", ".join(sorted({str(v).split(".")[0] for v in auto_map.values() if isinstance(v, str)})) or "auto_map"
+        supported = ", ".join(t for family in families() for t in family.model_types)
+        raise DossierError(f"model folder {str(folder)!r} (model_type {config.get('model_type')!r}) is not supported: "
+                           f"it needs remote code ({code}), which Dossier never runs; supported families: "
+                           f"{supported} (GLM-4V-9B's chatglm checkpoint: use GLM-4.1V-9B, glm4v, instead)")
 
 
 def load_adapter(
@@ -116,7 +142,7 @@ def load_adapter(
         adapter = build_adapter(family, config, None, str(model), device, dtype, min_pixels, max_pixels)
         adapter.random_init()
     else:
-        folder = resolve_model_dir(model)
+        folder = resolve_model_dir(model, dtype)
         config = AutoConfig.from_pretrained(folder)
         name = Path(str(model)).name if str(model) != "default" else "SmolLM2-135M-Instruct"
         family = family_for(config.model_type, str(model))
@@ -135,7 +161,9 @@ def load_adapter(
         # A user who quantises wants to see what it bought: one line on stderr, like the GGUF conversion's.
         print(f"{quantization}: {replaced} linear layers quantised; weights {_size(before)} -> "
               f"{_size(weight_bytes(adapter))}", file=sys.stderr, flush=True)
-    return adapter.eval()
+    # The engine only infers: parameters that require grad make every captured CUDA graph keep its autograd
+    # graph alive in the graph pool (GBs for a 7B with a dozen buckets).
+    return adapter.eval().requires_grad_(False)
 
 
 def _size(n_bytes: int) -> str:
@@ -189,11 +217,21 @@ def _read_tensors(folder: Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def _converted_gguf(gguf: Path) -> Path:
-    """Dequantise `gguf` once into a cached HF directory; return the directory."""
+def _converted_gguf(gguf: Path, dtype: torch.dtype | None = None) -> Path:
+    """Dequantise `gguf` once into a cached HF directory in `dtype`; return the directory.
+
+    float32 conversions keep the cache name they always had; other dtypes add theirs. `dtype` None takes
+    whichever conversion exists (float32 first), else makes a float32 one.
+    """
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    target = cache_root() / "models" / f"{gguf.stem}-{key}"
+    base = cache_root() / "models" / f"{gguf.stem}-{key}"
+    if dtype is None:
+        made = [d for d in [base, *sorted(base.parent.glob(base.name + "-*"))] if (d / "model.safetensors").is_file()]
+        if made:
+            return made[0]
+        dtype = torch.float32
+    target = base if dtype == torch.float32 else base.with_name(f"{base.name}-{str(dtype).removeprefix('torch.')}")
     if (target / "model.safetensors").is_file():
         return target
     started = time.perf_counter()
@@ -213,7 +251,10 @@ def _converted_gguf(gguf: Path) -> Path:
                                "instead")
         with torch.device("meta"):
             skeleton = AutoModelForCausalLM.from_config(config)
-        tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]
+        tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton,
+                                       **_gguf_dtype_argument(load_gguf_checkpoint, dtype))["tensors"]
+        # transformers before its torch_dtype argument returns float32: cast here (the peak stays float32 then)
+        tensors = {name: tensor.to(dtype) if tensor.is_floating_point() else tensor for name, tensor in tensors.items()}
         say("reading the tokenizer")
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         say("writing safetensors")
@@ -229,5 +270,19 @@ def _converted_gguf(gguf: Path) -> Path:
             staging.rename(target)  # atomic: an interrupted conversion leaves no half-written model
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    log.warning("converted %s in %.1f s", gguf.name, time.perf_counter() - started)
+    log.warning("converted %s to %s in %.1f s (peak memory of this process %s)", gguf.name,
+                str(dtype).removeprefix("torch."), time.perf_counter() - started, _size(_peak_rss_bytes()))
     return target
+
+
+def _gguf_dtype_argument(load_gguf_checkpoint, dtype: torch.dtype) -> dict:
+    """`torch_dtype=dtype` where this transformers' GGUF reader takes it (each tensor cast as it is dequantised)."""
+    import inspect
+
+    return {"torch_dtype": dtype} if "torch_dtype" in inspect.signature(load_gguf_checkpoint).parameters else {}
+
+
+def _peak_rss_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB

@@ -118,9 +118,9 @@ class EngineConfig:
         """The device this config runs on: "cuda" or "cpu"."""
         if self.device != "auto":
             return self.device
-        import torch
+        from engine.core.devices import auto_device
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return auto_device()  # warns, naming the driver a CUDA build needs, when a GPU is present but unusable
 
     def resolved_dtype(self):
         """The torch dtype of weights and KV cache: `dtype`, or for "auto" what `auto_dtype` picks here."""

@@ -112,8 +112,13 @@ class DecodeGraphs:
         static["context_lens"][:bucket].copy_(tensors["context_lens"])
         static["block_tables"][:bucket, :width].copy_(tensors["block_tables"])
 
+    @torch.inference_mode()
     def forward(self, bucket: int) -> torch.Tensor:
-        """The decode forward over the first `bucket` rows of the static buffers: logits (bucket, vocab)."""
+        """The decode forward over the first `bucket` rows of the static buffers: logits (bucket, vocab).
+
+        Under inference mode, captured or not: a graph captured with autograd on keeps each bucket's
+        autograd graph alive in the pool, and the KV cache it writes becomes a non-leaf.
+        """
         runner, static = self.runner, self.static
         views = {name: static[name][:bucket] for name in ("slot_mapping", "context_lens", "block_tables")}
         views["cu_seqlens_q"] = static["cu_seqlens_q"][: bucket + 1]

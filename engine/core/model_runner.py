@@ -77,6 +77,7 @@ class ModelRunner:
         """Longest context a sequence can reach: the model's limit or the pool's, tokens."""
         return min(self.adapter.shape.max_positions, self.num_blocks * self.block_size)
 
+    @torch.inference_mode()
     def _capture_graphs(self):
         from engine.core.cuda_graphs import DecodeGraphs
 

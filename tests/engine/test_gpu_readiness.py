@@ -1,0 +1,121 @@
+"""Issue 46: what a review of the GPU path found, each reproduced and fixed on the CPU.
+
+One test (or a few) per finding; each failed on the code before the fix. The GPU itself is
+not needed: the CPU runs the same functions the GPU path runs (the decode-graph forward, the
+loader, the device choice, the sampler, the block tables)."""
+
+import json
+
+import pytest
+import torch
+
+from engine import Engine, EngineConfig
+from engine.core.cuda_graphs import DecodeGraphs
+from tools.errors import DossierError
+
+
+def test_finding4_the_captured_decode_path_builds_no_autograd_graph(tiny_llama):
+    """What a CUDA graph captures (`DecodeGraphs.forward`, called as the capture calls it) runs under inference
+    mode with parameters that need no grad: no autograd graph, and the KV cache stays a leaf."""
+    folder, _ = tiny_llama
+    engine = Engine.from_pretrained(str(folder), EngineConfig(block_size=4, num_kv_blocks=64, attention_backend="sdpa"))
+    runner = engine.runner
+    assert not any(p.requires_grad for p in runner.adapter.parameters()), "parameters still require grad"
+    graphs = DecodeGraphs(runner, 4, capture=False)
+    logits = graphs.forward(4)  # the capture's own call: outside any inference_mode of the caller
+    assert logits.grad_fn is None and not logits.requires_grad, f"captured output carries {logits.grad_fn}"
+    assert runner.k_cache.is_leaf and runner.k_cache.grad_fn is None
+
+
+def test_finding6_a_gguf_is_converted_straight_into_the_model_dtype(tmp_path, monkeypatch):
+    """A 7B GGUF converted to float32 is ~30 GB of RAM and of cache; converted in the model's dtype, half."""
+    from safetensors import safe_open
+
+    from models.loading import load_adapter
+    from tests.models.test_gguf_progress import write_tiny_gguf
+
+    write_tiny_gguf(tmp_path / "tiny.gguf")
+    monkeypatch.setenv("DOSSIER_CACHE", str(tmp_path / "cache"))
+    adapter = load_adapter(tmp_path / "tiny.gguf", dtype=torch.bfloat16)
+    assert next(adapter.parameters()).dtype == torch.bfloat16
+    converted = list((tmp_path / "cache" / "models").glob("*/model.safetensors"))
+    assert len(converted) == 1, converted
+    with safe_open(str(converted[0]), "pt") as f:
+        dtypes = {f.get_slice(name).get_dtype() for name in f.keys()}
+    assert dtypes == {"BF16"}, f"the conversion was written as {dtypes}, not bfloat16"
+
+
+def test_finding6_float32_keeps_its_cache_and_a_second_dtype_converts_once(tmp_path, monkeypatch):
+    from models.loading import resolve_model_dir
+    from tests.models.test_gguf_progress import write_tiny_gguf
+
+    write_tiny_gguf(tmp_path / "tiny.gguf")
+    monkeypatch.setenv("DOSSIER_CACHE", str(tmp_path / "cache"))
+    f32 = resolve_model_dir(tmp_path / "tiny.gguf", torch.float32)
+    bf16 = resolve_model_dir(tmp_path / "tiny.gguf", torch.bfloat16)
+    assert f32 != bf16 and bf16.name == f32.name + "-bfloat16"
+    assert resolve_model_dir(tmp_path / "tiny.gguf") == f32  # any existing conversion serves the tokenizer
+
+
+@pytest.mark.parametrize(("built", "usable", "driver", "expected"), [
+    ("13.0", False, "570.86.10", ["CUDA 13.0", ">= 580", "570.86.10", "download.pytorch.org/whl/cu126"]),
+    (None, False, "560.35.03", ["CPU build", "560.35.03"]),
+    ("13.0", False, "580.65.06", ["sees no usable GPU"]),
+    ("13.0", True, "580.65.06", None),
+    ("13.0", False, None, None),
+])
+def test_finding14_device_auto_says_why_it_chose_the_cpu(built, usable, driver, expected):
+    from engine.core.devices import cpu_fallback_reason
+
+    reason = cpu_fallback_reason(built, usable, driver)
+    if expected is None:
+        assert reason is None
+    else:
+        assert reason is not None and all(part in reason for part in expected), reason
+
+
+def test_finding14_the_reason_is_logged_when_auto_resolves(monkeypatch, caplog):
+    import engine.core.devices as devices
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(devices, "driver_version", lambda: "570.86.10")
+    devices.auto_device.cache_clear()
+    try:
+        with caplog.at_level("WARNING"):
+            assert EngineConfig(device="auto").resolved_device() == "cpu"
+    finally:
+        devices.auto_device.cache_clear()
+    assert ">= 580" in caplog.text and "570.86.10" in caplog.text
+
+
+def test_finding14_the_driver_version_is_read_without_cuda(tmp_path):
+    from engine.core.devices import driver_version
+
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.10  Tue Jan  7 17:35:05 UTC 2025\n"
+                       "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+    assert driver_version(version) == "570.86.10"
+    version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build\n")
+    assert driver_version(version) == "580.65.06"
+    assert driver_version(tmp_path / "absent") is None
+
+
+def test_finding15_a_remote_code_folder_is_refused_without_a_prompt(tmp_path, monkeypatch):
+    """GLM-4V-9B (chatglm) names its own modelling code: transformers would ask on stdin, then raise."""
+    from models.loading import load_adapter
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "chatglm", "architectures": ["ChatGLMForConditionalGeneration"],
+        "auto_map": {"AutoConfig": "configuration_chatglm.ChatGLMConfig",
+                     "AutoModelForCausalLM": "modeling_chatglm.ChatGLMForConditionalGeneration"}}))
+
+    def no_prompt(*args, **kwargs):
+        raise AssertionError("transformers asked on stdin")
+
+    monkeypatch.setattr("builtins.input", no_prompt)
+    with pytest.raises(DossierError) as refused:
+        load_adapter(tmp_path)
+    message = str(refused.value)
+    assert "needs remote code" in message and "modeling_chatglm" in message and "chatglm" in message
+    assert "supported families" in message and "qwen2_vl" in message and "glm4v" in message
