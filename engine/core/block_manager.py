@@ -1,6 +1,7 @@
 """Paged KV-cache bookkeeping: a fixed pool of blocks, reference counts, prefix hashing.
 
-Full blocks are keyed by (parent hash, token ids, extra key), so an identical prefix
+Full blocks are keyed by (parent hash, token ids, extra key), the first block's parent being
+the sequence's cache salt, so an identical prefix under one salt
 (the system prompt and tool schema every episode shares) is computed once and its
 blocks are shared by reference count. A block whose count falls to zero stays in the
 hash table as a cached block, and free blocks are handed out least recently freed

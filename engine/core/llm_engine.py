@@ -75,11 +75,17 @@ class Engine:
 
     # --- sessions ----------------------------------------------------------------
 
-    def open_session(self) -> Session:
-        """A new, empty conversation."""
+    def open_session(self, cache_salt: str | None = None) -> Session:
+        """A new, empty conversation.
+
+        Args:
+            cache_salt: its prefix-cache namespace: it shares cached blocks only with sessions of the
+                same salt. None (in-process runs) is the one shared namespace; a server gives each
+                client its own, so no client can probe what another's prompts cached.
+        """
         with self._lock:
             session_id = next(self._session_ids)
-            seq = Sequence(session_id, self.config.block_size)
+            seq = Sequence(session_id, self.config.block_size, cache_salt)
             self.scheduler.sequences[session_id] = seq
             return Session(self, session_id, seq)
 

@@ -29,11 +29,15 @@ class Sequence:
         "block_table",
         "block_hashes",
         "last_used_step",
+        "cache_salt",
     )
 
-    def __init__(self, seq_id: int, block_size: int) -> None:
+    def __init__(self, seq_id: int, block_size: int, cache_salt: str | None = None) -> None:
         self.seq_id = seq_id
         self.block_size = block_size
+        # Mixed into the key of the first block, so sequences with different salts (different
+        # clients of a server) never share a cached block, nor learn what another one cached.
+        self.cache_salt = cache_salt
         self.token_ids: list[int] = []
         self._positions: np.ndarray | None = None  # (capacity, dims) int32; rows past len(self) unused
         self.next_position = 0  # position of the next appended token
@@ -96,5 +100,10 @@ class Sequence:
         return tuple(item.content_hash for start, item in self.mm_items if start < hi and start + item.length > lo)
 
     def block_hash(self, index: int, parent: int | None) -> int:
-        """Key of full block `index`: its parent's hash, its token ids and its extra key."""
-        return hash((parent, self.block_tokens(index), self.block_extra_key(index)))
+        """Key of full block `index`: its parent's hash (the first's: the cache salt), token ids and extra key.
+
+        Every later key chains from the first, so the salt separates whole prefixes, as vLLM's
+        `cache_salt` does; the default salt None keys blocks as an unsalted cache would.
+        """
+        head = self.cache_salt if index == 0 else parent
+        return hash((head, self.block_tokens(index), self.block_extra_key(index)))

@@ -111,7 +111,7 @@ class Session:
         """
         if self.request is not None:
             raise DossierError(f"session {self.session_id} is generating; fork it between turns")
-        child = self.engine.open_session()
+        child = self.engine.open_session(self.seq.cache_salt)  # the same namespace: its blocks are shared
         seq = self.seq
         if len(seq):
             items = [MultimodalItem(start, item.length, item.content_hash, item.data) for start, item in seq.mm_items]
