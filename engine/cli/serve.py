@@ -49,6 +49,18 @@ def serve(
     workers: Annotated[int, typer.Option(help="--ray: engines (Ray workers, 1 CPU each); each request goes to the "
                                               "one caching the longest prefix of its conversation.")] = 1,
     gpus_per_worker: Annotated[float, typer.Option(help="--ray: GPUs each worker reserves (0: CPU).")] = 0.0,
+    max_schema_bytes: Annotated[int, typer.Option(help="Largest structured-output schema (response_format, or all "
+                                                       "tools' parameters together), bytes: 400 beyond it.")] = 65536,
+    max_schema_enum_values: Annotated[int, typer.Option(help="Most enum values (and consts) one schema holds: 400 "
+                                                             "beyond it, before anything compiles.")] = 1024,
+    max_schema_properties: Annotated[int, typer.Option(help="Most object properties one schema holds.")] = 1024,
+    grammar_compile_timeout: Annotated[float, typer.Option(help="Seconds a request waits for its grammar to compile "
+                                                                "(off the request threads); 503 past it.")] = 30.0,
+    head_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a request's headers, from "
+                                                     "connecting (or its first byte on a kept-alive connection); "
+                                                     "the connection is closed past it.")] = 10.0,
+    limit_concurrency: Annotated[int, typer.Option(help="Open connections served at once; beyond it new requests "
+                                                        "get a 503.")] = 512,
 ) -> None:
     """Serve a model over the OpenAI API (chat, completions, tools, JSON schema, streaming, images).
 
@@ -73,8 +85,11 @@ def serve(
 
     # check the server settings before the model loads (seconds): a bad --host fails at once
     origins = tuple(allowed_origin or ())
+    limits = dict(max_schema_bytes=max_schema_bytes, max_schema_enum_values=max_schema_enum_values,
+                  max_schema_properties=max_schema_properties, head_timeout_s=head_timeout,
+                  limit_concurrency=limit_concurrency)
     ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
-                max_pinned_sessions=max_pinned_sessions, allowed_origins=origins)
+                max_pinned_sessions=max_pinned_sessions, allowed_origins=origins, **limits)
     from engine.cli.options import parse_threads, set_threads
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
@@ -86,11 +101,11 @@ def serve(
         set_threads(threads)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device,
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
-                         cpu_threads=threads)
+                         cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout)
     if ray is not None:
         EngineConfig(**engine_kwargs)  # bad engine options fail here, before any worker loads the model
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port,
-                             api_key, max_request_mib, max_pinned_sessions, origins)
+                             api_key, max_request_mib, max_pinned_sessions, origins, limits)
     engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
     if engine.processor is None:
         raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
@@ -98,7 +113,7 @@ def serve(
     names = tuple(served_model_name or dict.fromkeys([model, engine.adapter.name]))
     config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
                          max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions,
-                         allowed_origins=origins)
+                         allowed_origins=origins, **limits)
     backend = LocalBackend(engine, max_pinned_sessions)
     backend.start()
     stats = engine.stats()
@@ -116,7 +131,7 @@ def serve(
 
 
 def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port, api_key,
-                  max_request_mib, max_pinned_sessions, origins=()) -> None:
+                  max_request_mib, max_pinned_sessions, origins=(), limits=None) -> None:
     """The same server with its engines on Ray workers and a prefix-aware router in front (engine/distributed/)."""
     from engine.distributed.router import RayServeBackend
     from engine.serve.app import build_app
@@ -129,7 +144,7 @@ def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, serve
         names = tuple(served_model_name or dict.fromkeys([model, first["name"]]))
         config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
                              max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions,
-                             allowed_origins=origins)
+                             allowed_origins=origins, **(limits or {}))
         hosts = sorted({info["host"] for info in backend.infos})
 
         def ready(url: str) -> None:

@@ -71,6 +71,10 @@ class EngineConfig:
     encoder_cache_gib: float = 1.0
     # Most vision patches one call of the vision tower encodes (images of many sessions batched).
     max_encoder_batch_patches: int = 65536
+    # Structured output: longest a request waits for its grammar to compile, seconds (the compile runs off the
+    # request's thread and goes on after; engine/core/structured.py), and compiled grammars kept, MiB (LRU).
+    grammar_compile_timeout_s: float = 30.0
+    grammar_cache_mib: float = 64.0
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -107,6 +111,10 @@ class EngineConfig:
             )
         if self.encoder_cache_gib < 0:
             raise DossierError(f"encoder_cache_gib must be >= 0 GiB (got {self.encoder_cache_gib})")
+        if self.grammar_compile_timeout_s <= 0:
+            raise DossierError(f"grammar_compile_timeout_s must be > 0 seconds (got {self.grammar_compile_timeout_s})")
+        if self.grammar_cache_mib <= 0:
+            raise DossierError(f"grammar_cache_mib must be > 0 MiB (got {self.grammar_cache_mib})")
         if self.max_encoder_batch_patches < 1:
             raise DossierError(f"max_encoder_batch_patches must be >= 1 (got {self.max_encoder_batch_patches})")
         if self.attention_backend == "flash_attn" and self.block_size % 256:

@@ -57,6 +57,7 @@ class Engine:
         self._request_ids = itertools.count()
         self._step = 0
         self._grammars: GrammarCache | None = None
+        self._grammars_lock = threading.Lock()
         # Steps that computed any prompt token count as prefill steps; the rest as decode steps.
         self.phases = {"prefill_steps": 0, "prefill_time_s": 0.0, "decode_steps": 0, "decode_time_s": 0.0, "decode_tokens": 0}
 
@@ -125,6 +126,8 @@ class Engine:
     def submit(self, session: Session, sampling: SamplingParams | None = None) -> Request:
         """Queue one generation turn for `session`; returns its request (collect it from `step()` or `wait()`)."""
         sampling = sampling or SamplingParams()
+        # the grammar compiles (or comes from the cache) before the step lock: a slow one stalls only this caller
+        matcher = self._grammar_cache().matcher(*sampling.structure) if sampling.structure is not None else None
         with self._lock:
             self._check_open(session)
             if session.request is not None:
@@ -144,9 +147,6 @@ class Engine:
                 )
             if sampling.stop and self.processor is None:
                 raise DossierError(f"stop strings need a tokenizer; model {self.adapter.name!r} has none (use stop_token_ids)")
-            matcher = None
-            if sampling.structure is not None:
-                matcher = self._grammar_cache().matcher(*sampling.structure)
             generator = None
             request_id = next(self._request_ids)
             if not sampling.greedy:
@@ -259,18 +259,29 @@ class Engine:
         """
         if sampling.structure is None:
             return
-        grammars = self._grammars
-        if grammars is None:
-            with self._lock:
-                grammars = self._grammar_cache()
-        grammars.matcher(*sampling.structure)  # compiled once and cached; the matcher is discarded
+        self._grammar_cache().matcher(*sampling.structure)  # compiled once and cached; the matcher is discarded
+
+    def structure_future(self, sampling: SamplingParams):
+        """A concurrent future of `sampling`'s compiled grammar (done when cached), for callers that must not block
+        a thread while it compiles (the server awaits it on its event loop); None without a structure.
+
+        Raises:
+            GrammarBusy: too many grammars are compiling now.
+        """
+        if sampling.structure is None:
+            return None
+        return self._grammar_cache().compile(*sampling.structure)
 
     def _grammar_cache(self) -> GrammarCache:
-        if self._grammars is None:
-            if self.processor is None:
-                raise DossierError(f"structured output needs a tokenizer; model {self.adapter.name!r} has none")
-            self._grammars = GrammarCache(self.processor.tokenizer, self.adapter.shape.vocab_size, self.stop_token_ids)
-        return self._grammars
+        with self._grammars_lock:  # not the step lock: building the tokenizer info must not stall a step
+            if self._grammars is None:
+                if self.processor is None:
+                    raise DossierError(f"structured output needs a tokenizer; model {self.adapter.name!r} has none")
+                self._grammars = GrammarCache(
+                    self.processor.tokenizer, self.adapter.shape.vocab_size, self.stop_token_ids,
+                    compile_timeout_s=self.config.grammar_compile_timeout_s,
+                    cache_bytes=int(self.config.grammar_cache_mib * 2**20))
+            return self._grammars
 
     # --- introspection -----------------------------------------------------------
 

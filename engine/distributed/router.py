@@ -68,6 +68,9 @@ class RayServeBackend:
 
     # --- ServingBackend -----------------------------------------------------------------
 
+    async def prepare_structure(self, sampling) -> None:
+        """Nothing here: each worker's engine compiles the grammar off its step lock, bounded by its own limits."""
+
     def submit(self, prompt, sampling, loop: asyncio.AbstractEventLoop, *, pin: str | None = None, stream: bool = True):
         from engine.serve.backend import Generation
         from engine.serve.protocol import ApiError

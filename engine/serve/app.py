@@ -65,7 +65,9 @@ def build_app(backend: ServingBackend, config: ServeConfig):
 
     @app.exception_handler(DossierError)
     async def _dossier_error(_request, err: DossierError):  # the engine's checks: the client's input to fix
-        return JSONResponse(ApiError(400, str(err)).body(), status_code=400)
+        status = getattr(err, "status", 400)  # 503 for a grammar compiler that is busy or slow: retry later
+        kind = "server_error" if status >= 500 else None
+        return JSONResponse(ApiError(status, str(err), None, kind).body(), status_code=status)
 
     @app.exception_handler(HTTPException)
     async def _http_error(_request, err: HTTPException):

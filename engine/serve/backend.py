@@ -82,6 +82,10 @@ class ServingBackend(Protocol):
                pin: str | None = None, stream: bool = True) -> Generation:
         """Queue a request (blocking call; run it off the event loop). Raises ApiError/DossierError."""
 
+    async def prepare_structure(self, sampling: SamplingParams) -> None:
+        """Have `sampling`'s grammar compiled before `submit`, waiting on the event loop, never on a thread.
+        Raises DossierError (an invalid grammar: 400; a busy or slow compiler: 503)."""
+
     def cancel(self, generation: Generation) -> None:
         """Stop a generation and free its KV blocks (non-blocking; safe from the event loop)."""
 
@@ -140,6 +144,22 @@ class LocalBackend:
         self._pins.clear()
 
     # --- requests -------------------------------------------------------------------
+
+    async def prepare_structure(self, sampling: SamplingParams) -> None:
+        from starlette.concurrency import run_in_threadpool
+
+        from engine.core.structured import GrammarTimeout
+
+        if sampling.structure is None:
+            return
+        future = await run_in_threadpool(self.engine.structure_future, sampling)  # quick: starts the compile
+        wrapped = asyncio.wrap_future(future)
+        timeout = self.engine.config.grammar_compile_timeout_s
+        done, _ = await asyncio.wait({wrapped}, timeout=timeout)  # a timeout leaves the shared compile running
+        if not done:
+            raise GrammarTimeout(f"the structured-output grammar did not compile within {timeout:g} s; it goes on "
+                                 "compiling and a retry may find it ready (a smaller schema compiles faster)")
+        wrapped.result()  # an invalid grammar raises its DossierError here
 
     def submit(self, prompt: Prompt, sampling: SamplingParams, loop: asyncio.AbstractEventLoop, *,
                pin: str | None = None, stream: bool = True) -> Generation:

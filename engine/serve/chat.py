@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, StreamingResponse
 
 from engine.core.sampling_params import SamplingParams
+from engine.core.structured import check_schema_limits
 from engine.serve.backend import Finished, Generation
 from engine.serve.generate import FINISH_REASONS, TextDeltas, check_finished, sampling_for, sse, usage, wait_finished
 from engine.serve.prompt import ImageLimits, Prompt, render_chat, reply_key
@@ -47,7 +48,9 @@ def plan_chat(request: ChatCompletionRequest, state) -> ChatPlan:
         raise ApiError(400, "give either tools (with tool_choice other than 'none') or response_format, not both",
                        "response_format")
     structure: dict = {}
-    if choice != "none":
+    schema_limits = state.config.schema_limits  # checked before xgrammar reads a schema: a huge enum is a 400, not a stall
+    if choice != "none":  # all tools together: their grammar is one
+        check_schema_limits([t.function.parameters for t in tools], schema_limits, "the tools' parameters")
         structure["grammar"] = tool_grammar(tools, choice, request.parallel_tool_calls)
     elif structured:
         if response_format.type == "json_object":
@@ -57,6 +60,7 @@ def plan_chat(request: ChatCompletionRequest, state) -> ChatPlan:
             if not isinstance(schema, dict):
                 raise ApiError(400, "response_format json_schema needs json_schema.schema (a JSON schema object)",
                                "response_format")
+            check_schema_limits(schema, schema_limits, "response_format's json_schema")
             structure["json_schema"] = schema
     limits = ImageLimits(state.config.max_image_bytes, state.config.max_image_pixels,
                          state.config.max_images_per_request, state.config.max_request_pixels)
@@ -74,6 +78,7 @@ def _choice_name(choice) -> str:
 async def chat_completion(request: ChatCompletionRequest, http_request, state):
     """Answer one chat request (JSON) or stream it (SSE)."""
     plan = await run_in_threadpool(plan_chat, request, state)
+    await state.backend.prepare_structure(plan.sampling)  # awaited on the loop: no request thread waits on a compile
     loop = asyncio.get_running_loop()
     generation = await run_in_threadpool(state.backend.submit, plan.prompt, plan.sampling, loop,
                                          pin=request.session_id, stream=request.stream)

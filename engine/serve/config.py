@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from engine.core.structured import SchemaLimits
+from engine.web.connections import DEFAULT_HEAD_TIMEOUT_S, DEFAULT_LIMIT_CONCURRENCY
 from engine.web.guard import check_exposure, normal_origin
 from tools.errors import DossierError
 
@@ -44,6 +46,16 @@ class ServeConfig:
     max_pinned_sessions: int = 256
     # Assistant replies remembered as the exact tokens generated, so a re-sent history hits the cache.
     reply_memory: int = 8192
+    # A structured-output schema (response_format or a tool's parameters) beyond these is a 400 before it compiles:
+    # its compact JSON in bytes, its enum values and its object properties, each counted over the whole schema.
+    max_schema_bytes: int = 64 * 1024
+    max_schema_enum_values: int = 1024
+    max_schema_properties: int = 1024
+    # A request head (request line and headers) must arrive within this many seconds of the connection opening, or
+    # of its first byte on a kept-alive connection, else the connection is closed (before any key check runs).
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    # Open connections (and requests in progress) served at once; beyond it new requests get a 503.
+    limit_concurrency: int = DEFAULT_LIMIT_CONCURRENCY
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -58,10 +70,17 @@ class ServeConfig:
         if not self.served_model_names or not all(n.strip() for n in self.served_model_names):
             raise DossierError("give at least one non-empty served model name")
         for name in ("max_request_bytes", "max_image_bytes", "max_image_pixels", "max_images_per_request",
-                     "max_request_pixels", "max_messages", "max_pinned_sessions", "reply_memory"):
+                     "max_request_pixels", "max_messages", "max_pinned_sessions", "reply_memory", "max_schema_bytes",
+                     "max_schema_enum_values", "max_schema_properties", "limit_concurrency"):
             if getattr(self, name) < 1:
                 raise DossierError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.head_timeout_s <= 0:
+            raise DossierError(f"head_timeout_s must be > 0 seconds (got {self.head_timeout_s})")
         self.allowed_origins = tuple(self.allowed_origins)
         for origin in self.allowed_origins:
             if normal_origin(origin) is None:
                 raise DossierError(f"allowed origin {origin!r} is not scheme://host[:port], e.g. https://app.example.com")
+
+    @property
+    def schema_limits(self) -> SchemaLimits:
+        return SchemaLimits(self.max_schema_bytes, self.max_schema_enum_values, self.max_schema_properties)

@@ -47,8 +47,16 @@ def serve_forever(app, config: ServeConfig, on_ready=None) -> None:
     host = f"[{config.host}]" if ":" in config.host else config.host
     if on_ready is not None:
         on_ready(f"http://{host}:{port}")
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=30))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=30, **_connection_limits(config)))
     server.run(sockets=[sock])
+
+
+def _connection_limits(config: ServeConfig | None) -> dict:
+    """The head deadline and connection cap (engine/web/connections.py) from the server's settings."""
+    from engine.web.connections import uvicorn_settings
+
+    config = config or ServeConfig()
+    return uvicorn_settings(config.head_timeout_s, config.limit_concurrency)
 
 
 class ServerThread:
@@ -58,7 +66,10 @@ class ServerThread:
         uvicorn = _uvicorn()
         self.sock = bind(host, port)
         self.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        inner = getattr(app, "app", app)  # build_app's FastAPI app inside its Guard; its state holds the config
+        state = getattr(getattr(inner, "state", None), "serve", None)
+        limits = _connection_limits(getattr(state, "config", None))
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **limits))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> str:

@@ -33,6 +33,8 @@ class StudioConfig:
     max_pixels: int = 4_000_000  # pixel cap per page image (width x height)
     max_body_bytes: int = 65_536  # largest request body accepted, bytes (a 413 beyond it)
     oracle: bool = False  # MADQA's human oracle condition: each question's gold evidence pages are shown first
+    head_timeout_s: float = 10.0  # seconds a client has to send a request's headers; the connection closes past it
+    limit_concurrency: int = 512  # open connections served at once; beyond it new requests get a 503
 
     def __post_init__(self):
         self.corpus, self.questions, self.out = Path(self.corpus), Path(self.questions), Path(self.out)
@@ -58,6 +60,10 @@ class StudioConfig:
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
         if not 1024 <= self.max_body_bytes <= 16 * 1024 * 1024:
             raise DossierError(f"max_body_bytes {self.max_body_bytes} is out of range (1 KiB .. 16 MiB)")
+        if self.head_timeout_s <= 0:
+            raise DossierError(f"head_timeout_s must be > 0 seconds (got {self.head_timeout_s})")
+        if self.limit_concurrency < 1:
+            raise DossierError(f"limit_concurrency must be at least 1 (got {self.limit_concurrency})")
 
     def search_settings(self) -> dict:
         """The settings recorded in each annotator's run.json (those of `dossier run` that apply to a person)."""

@@ -46,9 +46,12 @@ def build_server(config: StudioConfig, studio: Studio | None = None):
         raise missing_dependency("the studio's web server (uvicorn)", "pip install 'dossier[studio]'") from None
     studio = studio or Studio(config)
     app = create_app(studio)
+    from engine.web.connections import uvicorn_settings
+
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            access_log=False, server_header=False, date_header=False,
-                                           timeout_graceful_shutdown=2))
+                                           timeout_graceful_shutdown=2,
+                                           **uvicorn_settings(config.head_timeout_s, config.limit_concurrency)))
     return server, studio
 
 

@@ -1,0 +1,84 @@
+"""Connections before authentication: a deadline for a request's head, and a cap on open connections.
+
+A client that opens connections and sends half a request head holds a descriptor each, before any
+route (or the API-key check) runs: uvicorn has no deadline for reading headers, so 50 of them stayed
+open 70 s past its keep-alive timeout and honest clients timed out once descriptors ran out (issue 45).
+
+`HeadDeadlineProtocol` is uvicorn's h11 protocol with one addition: from the moment a connection
+opens, or the first byte of a new request on a kept-alive one, the whole head must arrive within
+`head_timeout_s`, else the connection is closed. `uvicorn_settings` gives both apps' servers that
+protocol and `limit_concurrency` (connections beyond it get a 503 instead of an exhausted
+descriptor table), and raises the process's open-file limit to fit it.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+
+__all__ = ["uvicorn_settings", "head_deadline_protocol", "DEFAULT_HEAD_TIMEOUT_S", "DEFAULT_LIMIT_CONCURRENCY"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HEAD_TIMEOUT_S = 10.0  # a request head (request line + headers) arrives within this, seconds
+DEFAULT_LIMIT_CONCURRENCY = 512  # open connections (and tasks) before new requests get a 503
+_SPARE_DESCRIPTORS = 128  # files the process needs besides its connections (models, corpus, logs)
+
+
+def head_deadline_protocol(head_timeout_s: float):
+    """uvicorn's h11 protocol class, closing a connection whose request head is not complete within the deadline."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadDeadlineProtocol(H11Protocol):
+        _head_timer = None
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is None and self.conn.their_state is h11.IDLE:
+                self._arm()  # the first byte of a new request on a kept-alive connection
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()  # the head is complete (or the connection is done)
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(head_timeout_s, self._head_timed_out)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._head_timer = None
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                log.info("closing a connection from %s: no complete request head within %g s", self.client,
+                         head_timeout_s)
+                self.transport.close()
+
+    return HeadDeadlineProtocol
+
+
+def uvicorn_settings(head_timeout_s: float, limit_concurrency: int) -> dict:
+    """Keyword arguments for `uvicorn.Config` that bound connections before authentication."""
+    _raise_open_file_limit(limit_concurrency + _SPARE_DESCRIPTORS)
+    return {"http": head_deadline_protocol(head_timeout_s), "limit_concurrency": limit_concurrency}
+
+
+def _raise_open_file_limit(wanted: int) -> None:
+    """Raise the soft descriptor limit toward `wanted` (never above the hard one), so the cap is what binds."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        log.warning("the open-file limit (%d) is below the connection cap plus spare descriptors (%d); lower "
+                    "--limit-concurrency or raise `ulimit -n`", hard, wanted)
