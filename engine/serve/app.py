@@ -10,7 +10,9 @@ messages a 413, before the typed model sees them.
 
 Routes (vLLM's): `POST /v1/chat/completions`, `POST /v1/completions`, `GET /v1/models`,
 `GET /health`; ours: `GET /stats` (engine counters: KV blocks, cache hits, phases) and
-`DELETE /v1/sessions/{session_id}` (close a pinned conversation). Every error is JSON
+`DELETE /v1/sessions/{session_id}` (close one of the caller's pinned conversations: a client that sent
+`cache_salt` with its requests sends it here as the `X-Cache-Salt` header; another client's
+session_id is a 404, as if it did not exist). Every error is JSON
 `{"error": {"message", "type", "param", "code"}}` with a 4xx for anything the client can
 fix; a traceback never reaches the client.
 """
@@ -131,11 +133,18 @@ def build_app(backend: ServingBackend, config: ServeConfig):
         return out
 
     @app.delete("/v1/sessions/{session_id}")
-    async def close_session(session_id: str):
+    async def close_session(session_id: str, request: Request):
         from starlette.concurrency import run_in_threadpool
 
-        if not await run_in_threadpool(backend.close_pinned, session_id):
-            raise ApiError(404, f"no pinned session {session_id[:100]!r}", "session_id")
+        from engine.serve.clients import SessionKey, request_client
+
+        salt = request.headers.get("x-cache-salt") or None  # in a header, not the URL: proxies log URLs
+        if salt is not None and len(salt) > 256:
+            raise ApiError(400, f"X-Cache-Salt is {len(salt)} characters; send at most 256", "cache_salt")
+        key = SessionKey(request_client(request.headers, config.api_key, salt), session_id)
+        if not await run_in_threadpool(backend.close_pinned, key):
+            raise ApiError(404, f"no pinned session {session_id[:100]!r} for this client (session_ids belong to the "
+                                "client that made them: send its cache_salt as the X-Cache-Salt header)", "session_id")
         return {"id": session_id, "object": "session", "deleted": True}
 
     return Guard(app, config.api_key, config.max_request_bytes, config.allowed_origins)

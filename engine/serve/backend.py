@@ -11,6 +11,10 @@ blocks stay in the prefix cache, so the next turn of the same conversation (re-s
 is served from there. With a `session_id` the session stays open between requests (pinned,
 as the in-process runner keeps an episode's session): a request whose tokens extend the
 session's appends only the new ones.
+
+Every session is opened under its client's cache salt (`Prompt.cache_salt`), and pinned sessions
+are keyed by `SessionKey` (client, session_id): clients share neither cached blocks nor session_ids
+(engine/serve/clients.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from engine.core.llm_engine import Engine
 from engine.core.request import FinishReason, Request
 from engine.core.sampling_params import SamplingParams
 from engine.core.sequence import Sequence
+from engine.serve.clients import SessionKey
 from engine.serve.prompt import Prompt
 from engine.serve.protocol import ApiError
 
@@ -59,7 +64,7 @@ class Generation:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     request: Request | None = None
     session: object = None
-    pin: str | None = None
+    pin: SessionKey | None = None
     sent: int = 0  # output tokens already pushed
     finished: Finished | None = None
 
@@ -79,8 +84,9 @@ class ServingBackend(Protocol):
     max_context: int  # longest sequence (prompt + reply) it takes: the model's context or its KV pool, the smaller
 
     def submit(self, prompt: Prompt, sampling: SamplingParams, loop: asyncio.AbstractEventLoop, *,
-               pin: str | None = None, stream: bool = True) -> Generation:
-        """Queue a request (blocking call; run it off the event loop). Raises ApiError/DossierError."""
+               pin: SessionKey | None = None, stream: bool = True) -> Generation:
+        """Queue a request under its client's cache salt (`prompt.cache_salt`), in the pinned session `pin` if
+        given (blocking call; run it off the event loop). Raises ApiError/DossierError."""
 
     async def prepare_structure(self, sampling: SamplingParams) -> None:
         """Have `sampling`'s grammar compiled before `submit`, waiting on the event loop, never on a thread.
@@ -90,10 +96,10 @@ class ServingBackend(Protocol):
         """Stop a generation and free its KV blocks (non-blocking; safe from the event loop)."""
 
     def cached_prefix_tokens(self, prompt: Prompt) -> int:
-        """Leading tokens of `prompt` whose KV is in this engine's cache now."""
+        """Leading tokens of `prompt` whose KV is in this engine's cache now, under `prompt.cache_salt`."""
 
-    def close_pinned(self, pin: str) -> bool:
-        """Close a pinned session; False when there is none."""
+    def close_pinned(self, pin: SessionKey) -> bool:
+        """Close a pinned session; False when its client has none of that name."""
 
     def stats(self) -> dict:
         """Engine and server counters."""
@@ -120,8 +126,8 @@ class LocalBackend:
         self._wake = threading.Condition(self._mu)
         self._live: dict[int, Generation] = {}
         self._cancels: list[Generation] = []
-        self._pins: OrderedDict[str, object] = OrderedDict()  # pin -> open Session, least recently used first
-        self._busy_pins: set[str] = set()
+        self._pins: OrderedDict[SessionKey, object] = OrderedDict()  # pin -> open Session, least recently used first
+        self._busy_pins: set[SessionKey] = set()
         self._running = False
         self._thread: threading.Thread | None = None
         self.counters = {"requests": 0, "cancelled": 0, "errors": 0, "pinned_appends": 0, "pinned_reopened": 0}
@@ -162,14 +168,14 @@ class LocalBackend:
         wrapped.result()  # an invalid grammar raises its DossierError here
 
     def submit(self, prompt: Prompt, sampling: SamplingParams, loop: asyncio.AbstractEventLoop, *,
-               pin: str | None = None, stream: bool = True) -> Generation:
+               pin: SessionKey | None = None, stream: bool = True) -> Generation:
         generation = Generation(next(self._ids), prompt.num_tokens, stream, loop)
         generation.pin = pin
         if sampling.structure is not None:
             self.engine.prepare_structure(sampling)  # compile outside the step lock
         with self._mu:
             if pin is not None and pin in self._busy_pins:
-                raise ApiError(409, f"session_id {pin!r} already has a request in flight; wait for it, or use "
+                raise ApiError(409, f"session_id {str(pin)!r} already has a request in flight; wait for it, or use "
                                     "another session_id", "session_id")
             if pin is not None:
                 self._busy_pins.add(pin)
@@ -191,7 +197,7 @@ class LocalBackend:
             self._wake.notify_all()
         return generation
 
-    def _session_for(self, prompt: Prompt, pin: str | None):
+    def _session_for(self, prompt: Prompt, pin: SessionKey | None):
         """The session to generate in: the pinned one extended by the new tokens, or a new one."""
         if pin is not None:
             with self._mu:
@@ -208,7 +214,7 @@ class LocalBackend:
                     return session
                 self.counters["pinned_reopened"] += 1  # the history changed: start over (the prefix cache helps)
                 session.close()
-        session = self.engine.open_session()
+        session = self.engine.open_session(prompt.cache_salt)
         try:
             for segment in prompt.segments:
                 session.append_segment(segment)
@@ -228,7 +234,7 @@ class LocalBackend:
     @staticmethod
     def _extends(session, prompt: Prompt, held: int) -> bool:
         seq = session.seq
-        if prompt.token_ids[:held] != seq.token_ids:
+        if seq.cache_salt != prompt.cache_salt or prompt.token_ids[:held] != seq.token_ids:
             return False
         mine = [(start, item.content_hash) for start, item in seq.mm_items]
         return mine == [(s, h) for s, h in prompt.image_hashes() if s < held]
@@ -239,7 +245,7 @@ class LocalBackend:
                 self._cancels.append(generation)
                 self._wake.notify_all()
 
-    def close_pinned(self, pin: str) -> bool:
+    def close_pinned(self, pin: SessionKey) -> bool:
         with self._mu:
             session = self._pins.pop(pin, None)
             self._busy_pins.discard(pin)
@@ -249,7 +255,7 @@ class LocalBackend:
         return True
 
     def cached_prefix_tokens(self, prompt: Prompt) -> int:
-        seq = Sequence(-1, self.engine.config.block_size)
+        seq = Sequence(-1, self.engine.config.block_size, prompt.cache_salt)
         for segment in prompt.segments:
             seq.append(segment.token_ids, [0] * len(segment.token_ids), 0, segment.mm_items)
         with self.engine._lock:

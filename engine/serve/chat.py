@@ -3,7 +3,8 @@
 The reply is free text, JSON (`response_format`), or tool calls (`tools` + `tool_choice`,
 see `tool_calls.py`). Every reply the server returns is remembered as the exact tokens it
 generated, so the same conversation re-sent with that reply appended is found in the
-prefix cache token for token.
+prefix cache token for token. Both the cache and that memory are the client's own
+(engine/serve/clients.py): another client re-sending the same text finds neither.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from engine.core.sampling_params import SamplingParams
 from engine.core.structured import check_schema_limits
 from engine.serve.backend import Finished, Generation
+from engine.serve.clients import SessionKey, request_client
 from engine.serve.generate import FINISH_REASONS, TextDeltas, check_finished, sampling_for, sse, usage, wait_finished
-from engine.serve.prompt import ImageLimits, Prompt, render_chat, reply_key
+from engine.serve.prompt import ImageLimits, Prompt, ReplyMemory, render_chat, reply_key
 from engine.serve.protocol import ApiError, ChatCompletionRequest
 from engine.serve.tool_calls import ToolCallStream, parse_tool_calls, tool_grammar, tools_system_block
 
@@ -34,8 +36,9 @@ class ChatPlan:
     tools_active: bool  # the reply is parsed for tool calls
 
 
-def plan_chat(request: ChatCompletionRequest, state) -> ChatPlan:
-    """Render and check a chat request (blocking: tokenisation, image decoding, grammar compilation)."""
+def plan_chat(request: ChatCompletionRequest, state, client: str | None = None) -> ChatPlan:
+    """Render and check a chat request of `client` (its cache salt) (blocking: tokenisation, image decoding,
+    grammar compilation)."""
     tools = request.tools or []
     choice = request.tool_choice or ("auto" if tools else "none")
     if choice != "none" and not tools:
@@ -65,7 +68,8 @@ def plan_chat(request: ChatCompletionRequest, state) -> ChatPlan:
     limits = ImageLimits(state.config.max_image_bytes, state.config.max_image_pixels,
                          state.config.max_images_per_request, state.config.max_request_pixels)
     prompt = render_chat(state.backend.processor, request.messages, tools_system_block(tools) if tools else None,
-                         state.memory, limits)
+                         _ClientMemory(state.memory, client), limits)
+    prompt.cache_salt = client
     max_tokens = request.max_completion_tokens or request.max_tokens
     sampling = sampling_for(request, max_tokens, prompt.num_tokens, state.context, **structure)
     return ChatPlan(prompt, sampling, choice != "none")
@@ -77,20 +81,22 @@ def _choice_name(choice) -> str:
 
 async def chat_completion(request: ChatCompletionRequest, http_request, state):
     """Answer one chat request (JSON) or stream it (SSE)."""
-    plan = await run_in_threadpool(plan_chat, request, state)
+    client = request_client(http_request.headers, state.config.api_key, request.cache_salt)
+    plan = await run_in_threadpool(plan_chat, request, state, client)
     await state.backend.prepare_structure(plan.sampling)  # awaited on the loop: no request thread waits on a compile
     loop = asyncio.get_running_loop()
+    pin = None if request.session_id is None else SessionKey(client, request.session_id)
     generation = await run_in_threadpool(state.backend.submit, plan.prompt, plan.sampling, loop,
-                                         pin=request.session_id, stream=request.stream)
+                                         pin=pin, stream=request.stream)
     reply_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     if request.stream:
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        events = _stream(generation, plan, request, state, reply_id, created, include_usage)
+        events = _stream(generation, plan, request, state, client, reply_id, created, include_usage)
         return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     finished = await wait_finished(generation, state.backend, http_request)
     check_finished(finished)
     message, reason = _message(finished.text, plan, request, finished)
-    _remember(state, message, finished)
+    _remember(state, client, message, finished)
     body = {
         "id": reply_id, "object": "chat.completion", "created": created, "model": request.model,
         "choices": [{"index": 0, "message": message, "finish_reason": reason, "logprobs": None}],
@@ -111,18 +117,39 @@ def _message(text: str, plan: ChatPlan, request: ChatCompletionRequest, finished
     return message, reason
 
 
-def _remember(state, message: dict, finished: Finished) -> None:
+class _ClientMemory:
+    """The server's reply memory as one client sees it: only the replies that client was given.
+
+    Shared, it would tell a client whether another was given some reply: a remembered reply sent
+    back as history becomes its generated tokens, and `prompt_tokens` tells the two apart.
+    """
+
+    __slots__ = ("memory", "client")
+
+    def __init__(self, memory: ReplyMemory, client: str | None) -> None:
+        self.memory, self.client = memory, client
+
+    def recall(self, key: str):
+        return self.memory.recall(_client_key(self.client, key))
+
+
+def _client_key(client: str | None, key: str) -> str:
+    return key if client is None else f"{client}:{key}"
+
+
+def _remember(state, client: str | None, message: dict, finished: Finished) -> None:
     """Keep the reply's exact tokens for when the client sends this message back in its history."""
     if finished.reason.value not in ("stop", "length"):
         return  # a stop string was cut from the text: the tokens no longer match what the client holds
     processor = state.backend.processor
     generated = processor.generation_prompt().token_ids + finished.output_token_ids
     closing = processor.close_turn(finished.output_token_ids).token_ids
-    state.memory.remember(reply_key(message.get("content"), message.get("tool_calls")), generated, closing)
+    key = reply_key(message.get("content"), message.get("tool_calls"))
+    state.memory.remember(_client_key(client, key), generated, closing)
 
 
-async def _stream(generation: Generation, plan: ChatPlan, request: ChatCompletionRequest, state, reply_id: str,
-                  created: int, include_usage: bool):
+async def _stream(generation: Generation, plan: ChatPlan, request: ChatCompletionRequest, state, client: str | None,
+                  reply_id: str, created: int, include_usage: bool):
     def chunk(delta: dict, reason: str | None = None) -> str:
         return sse({"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": request.model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}]})
@@ -171,7 +198,7 @@ async def _stream(generation: Generation, plan: ChatPlan, request: ChatCompletio
             reason = "tool_calls"
         # remembered before the last events: a client may hang up as soon as it has them
         tool_calls = [{"function": {"name": name, "arguments": args}} for _, (name, args) in sorted(arguments.items())]
-        _remember(state, {"content": "".join(content) or None, "tool_calls": tool_calls or None}, finished)
+        _remember(state, client, {"content": "".join(content) or None, "tool_calls": tool_calls or None}, finished)
         yield chunk({}, reason)
         if include_usage:
             yield sse({"id": reply_id, "object": "chat.completion.chunk", "created": created, "model": request.model,

@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, StreamingResponse
 
 from engine.serve.backend import Finished
+from engine.serve.clients import request_client
 from engine.serve.generate import FINISH_REASONS, TextDeltas, check_finished, sampling_for, sse, usage, wait_finished
 from engine.serve.prompt import Prompt
 from engine.serve.protocol import ApiError, CompletionRequest
@@ -47,7 +48,8 @@ def _prompts(request: CompletionRequest, processor) -> list[list[int]]:
 async def completion(request: CompletionRequest, http_request, state):
     processor = state.backend.processor
     token_lists = await run_in_threadpool(_prompts, request, processor)
-    plans = [(Prompt([Segment(ids)]), sampling_for(request, request.max_tokens, len(ids), state.context))
+    client = request_client(http_request.headers, state.config.api_key, request.cache_salt)
+    plans = [(Prompt([Segment(ids)], client), sampling_for(request, request.max_tokens, len(ids), state.context))
              for ids in token_lists]
     loop = asyncio.get_running_loop()
     generations = []

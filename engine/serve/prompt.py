@@ -30,6 +30,7 @@ class Prompt:
     """A request's tokens as the segments appended to a session (images inside their segments)."""
 
     segments: list[Segment] = field(default_factory=list)
+    cache_salt: str | None = None  # the client's prefix-cache namespace (engine/serve/clients.py); None: shared
 
     @property
     def token_ids(self) -> list[int]:

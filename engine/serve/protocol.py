@@ -1,7 +1,7 @@
 """The OpenAI chat/completions request shapes `dossier serve` accepts, as typed models, and its error.
 
 Field names and meanings are OpenAI's (and vLLM's for the extras `top_k`, `min_tokens`,
-`ignore_eos`); `session_id` is ours: it pins a conversation's KV cache between turns. A
+`ignore_eos`, `cache_salt`); `session_id` is ours: it pins a conversation's KV cache between turns. A
 parameter we cannot honour (`n` > 1, logprobs, penalties, `echo`) is refused with a 400
 that names it rather than silently ignored; unknown extra fields are ignored, as vLLM does.
 """
@@ -99,6 +99,8 @@ class _Sampling(_Lenient):
     logprobs: bool | int | None = None
     top_logprobs: int | None = None
     session_id: str | None = Field(default=None, min_length=1, max_length=256)  # ours: pin the KV cache
+    # vLLM's: a secret that gives this client its own prefix cache and session_ids (engine/serve/clients.py)
+    cache_salt: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class ChatCompletionRequest(_Sampling):
