@@ -22,6 +22,7 @@ import torch
 from engine.core.block_manager import BlockManager
 from engine.core.config import EngineConfig
 from engine.core.counters import Counters
+from engine.core.detokenizer import StopStrings
 from engine.core.model_runner import ModelRunner, kv_blocks_for_budget
 from engine.core.request import FinishReason, Request
 from engine.core.sampler import sample
@@ -152,8 +153,10 @@ class Engine:
             if not sampling.greedy:
                 seed = sampling.seed if sampling.seed is not None else self.config.seed * 1_000_003 + request_id
                 generator = torch.Generator().manual_seed(seed)
+            stop_strings = StopStrings(self.processor.decode, sampling.stop) if sampling.stop else None
             request = Request(
-                request_id, session, sampling, matcher, generator, sinks=(session.counters, self.counters)
+                request_id, session, sampling, matcher, generator, sinks=(session.counters, self.counters),
+                stop_strings=stop_strings,
             )
             session.request = request
             self.scheduler.add(request)
@@ -232,18 +235,16 @@ class Engine:
             reason = FinishReason.stop
         elif token in params.stop_token_ids or (not params.ignore_eos and token in self.stop_token_ids):
             reason = FinishReason.stop
-        elif params.stop and self.processor is not None:
-            text = self.processor.decode(request.output_token_ids)
-            if any(s in text for s in params.stop):
-                reason = FinishReason.stop_string
+        elif request.stop_strings is not None and request.stop_strings.add([token]):
+            reason = FinishReason.stop_string  # only this token's text (and a stop string's length before it) is read
         if reason is None and len(request.output_token_ids) >= params.max_new_tokens:
             reason = FinishReason.length
         if reason is None:
             return False
-        if self.processor is not None:
+        if self.processor is not None:  # the whole reply decoded once, as the client will see it
             text = self.processor.decode(request.output_token_ids)
             if reason is FinishReason.stop_string:
-                text = text[: min(text.find(s) for s in params.stop if s in text)]
+                text = text[: min((i for i in (text.find(s) for s in params.stop) if i >= 0), default=len(text))]
             request.text = text
         self.scheduler.remove(request)
         request.session.request = None

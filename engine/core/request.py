@@ -24,7 +24,8 @@ class Request:
     """The generated tokens and state of one `Engine.submit` call; wait on it or collect it from `step()`."""
 
     def __init__(
-        self, request_id: int, session, sampling: SamplingParams, matcher=None, generator=None, sinks=()
+        self, request_id: int, session, sampling: SamplingParams, matcher=None, generator=None, sinks=(),
+        stop_strings=None,
     ) -> None:
         seq: Sequence = session.seq
         self.request_id = request_id
@@ -33,6 +34,7 @@ class Request:
         self.sampling = sampling
         self.matcher = matcher  # xgrammar GrammarMatcher when the output is constrained
         self.generator = generator  # torch.Generator for temperature sampling
+        self.stop_strings = stop_strings  # detokenizer.StopStrings watching the reply, when it has stop strings
         self.prompt_len = len(seq)  # tokens the turn conditions on
         self.history_tokens = session.history_len  # tokens of earlier turns
         self.output_token_ids: list[int] = []

@@ -6,7 +6,10 @@
   says both numbers, as vLLM does; without `max_tokens` the reply may use the rest.
 - `wait_finished` waits for a non-streamed result, cancelling it when the client goes away.
 - `TextDeltas` decodes a growing token list into text deltas, holding back an incomplete
-  UTF-8 character and anything that could become a stop string.
+  UTF-8 character and anything that could become a stop string. It decodes only the new
+  tokens and a few before them, and searches only the new text (engine/core/detokenizer.py):
+  re-decoding the whole reply for every token cost 4.5 ms a token at 8,000 tokens, on the
+  event loop every other client waits on.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import json
 import math
 
+from engine.core.detokenizer import IncrementalDetokenizer, StopScan
 from engine.core.sampling_params import SamplingParams
 from engine.serve.backend import Finished, Generation
 from engine.serve.protocol import ApiError
@@ -114,21 +118,26 @@ class TextDeltas:
         self.processor = processor
         self.stop = stop
         self.hold = max((len(s) for s in stop), default=1) - 1
-        self.tokens: list[int] = []
-        self.text = ""  # decoded so far (complete characters only)
+        self.decoder = IncrementalDetokenizer(processor.decode)
+        self.scan = StopScan(stop)
+        self.text = ""  # decoded so far (complete characters only), up to the first stop string
+        self.stopped = False  # a stop string was found: the text is final
         self.sent = 0  # characters already released
 
     def add(self, token_ids: list[int]) -> str:
         """Take new tokens; return the text that became certain."""
-        self.tokens += token_ids
-        text = self.processor.decode(self.tokens)
-        if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
+        if self.stopped:  # the tokens after a stop string are never shown
             return ""
-        cut = min((i for i in (text.find(s) for s in self.stop) if i >= 0), default=len(text))
-        self.text = text = text[:cut]  # the token that completed a stop string arrives before the finish
-        upto = max(self.sent, len(text) - (self.hold if cut == len(text) else 0))
-        piece, self.sent = text[self.sent:upto], upto
-        return piece
+        piece = self.decoder.add(token_ids)
+        if not piece:  # a character split across tokens (or special tokens only): nothing new
+            return ""
+        cut = self.scan.feed(piece)
+        self.text += piece  # a copy, but no decoding: the per-token cost is a memcpy, not the tokenizer
+        if cut is not None:  # the token that completed a stop string arrives before the finish
+            self.text, self.stopped = self.text[:cut], True
+        upto = max(self.sent, len(self.text) - (0 if self.stopped else self.hold))
+        out, self.sent = self.text[self.sent:upto], upto
+        return out
 
     def visible(self) -> str:
         """All text that may be shown now (for the tool-call parser, which holds back on its own)."""

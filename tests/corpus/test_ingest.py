@@ -185,36 +185,32 @@ def test_the_pixel_cap_holds_after_rounding_each_side_up(size, cap):
     assert size[0] * scale * size[1] * scale > 0.95 * cap  # and stays close to it
 
 
-def test_a_file_that_crashed_in_process_extraction_is_isolated_on_the_rerun(tmp_path, monkeypatch):
-    """Small batches are read in-process; a file that killed that process is read in a worker next time."""
-    src = tmp_path / "src"
-    make_pdf(src / "good.pdf", ["fine page"])
-    make_pdf(src / "crasher.pdf", ["this one takes the reader down"])
-    corpus = tmp_path / "c"
-    code = (
-        "import importlib, os\n"
-        "ingest_mod = importlib.import_module('tools.corpus.ingest')  # the package exports a function of that name\n"
-        "real = ingest_mod._extract\n"
-        "def extract(path, password, sha):\n"
-        "    if path.endswith('crasher.pdf'):\n"
-        "        os._exit(139)  # what a segfault in MuPDF does to the interpreter\n"
-        "    return real(path, password, sha)\n"
-        "ingest_mod._extract = extract\n"
-        f"ingest_mod.ingest([{str(src)!r}], {str(corpus)!r})\n"
-    )
-    crashed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert crashed.returncode == 139
-    marker = corpus / "ingest-inflight.txt"
-    assert marker.read_text().split(" ", 1)[1].strip().endswith("crasher.pdf")
+def crash_on_crasher(job, password, max_page_chars):
+    """Stands in for `_extract_job` in the workers: 'crasher.pdf' kills its process as a MuPDF segfault would."""
+    import os
 
+    from tools.corpus.ingest import _extract_job
+
+    if job.path.name == "crasher.pdf":
+        os._exit(139)
+    return _extract_job(job, password, max_page_chars)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_file_that_crashes_the_reader_fails_alone_and_the_rerun_retries_it(tmp_path, monkeypatch, workers):
+    """Every file is read in a worker process (small batches too): a crash there costs that file only."""
     import importlib
 
-    ingest_mod = importlib.import_module("tools.corpus.ingest")
-    isolated = []
-    real_pool = ingest_mod._run_pool
-    monkeypatch.setattr(ingest_mod, "_run_pool", lambda jobs, *a: (isolated.extend(j.path.name for j in jobs),
-                                                                     real_pool(jobs, *a)))
-    summary = ingest([src], corpus)
-    assert isolated == ["crasher.pdf"]  # only the suspect leaves the process
-    assert summary.documents + summary.skipped == 2 and not marker.exists()
-    assert {d.id for d in CorpusStore(corpus).documents()} == {"good", "crasher"}
+    src = tmp_path / "src"
+    for name in ("alpha", "crasher", "omega"):
+        make_pdf(src / f"{name}.pdf", [f"{name} page"])
+    corpus = tmp_path / "c"
+    ingest_mod = importlib.import_module("tools.corpus.ingest")  # the package exports a function of that name
+    monkeypatch.setattr(ingest_mod, "_extract_job", crash_on_crasher)  # sent to the workers by reference
+    summary = ingest([src], corpus, IngestConfig(workers=workers))
+    assert summary.documents == 2 and [Path(e["path"]).name for e in summary.errors] == ["crasher.pdf"]
+    assert summary.errors[0]["reason"].startswith("the PDF crashed the PDF reader")
+    monkeypatch.undo()
+    again = ingest([src], corpus, IngestConfig(workers=workers))
+    assert again.skipped == 2 and again.documents == 1 and again.errors == []
+    assert {d.id for d in CorpusStore(corpus).documents()} == {"alpha", "crasher", "omega"}

@@ -70,10 +70,10 @@ def test_a_failing_page_is_recorded_stays_flagged_and_is_retried(tmp_path, monke
 
     real = pages.ocr_pdf_page
 
-    def flaky(backend, pdf_path, page, settings):
+    def flaky(backend, pdf_path, page, settings, **kwargs):  # kwargs: the bounded renderer OcrStep passes
         if "bad" in str(pdf_path):
             raise OcrError("engine crashed on this page")
-        return real(backend, pdf_path, page, settings)
+        return real(backend, pdf_path, page, settings, **kwargs)
 
     monkeypatch.setattr(pages, "ocr_pdf_page", flaky)
     summary = ingest([tmp_path / "in"], tmp_path / "c", _config())

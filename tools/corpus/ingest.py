@@ -6,6 +6,11 @@ per-document errors with a one-line reason and never stop the batch. Extraction 
 worker processes; only the parent writes to SQLite, one document per transaction, so a
 kill at any moment leaves whole documents only, and re-running completes the rest.
 
+Every document is read in a bounded worker (tools/corpus/worker.py): a deadline
+(`doc_timeout_s`), an address-space cap (`memory_mb`) and a cap on each page's characters
+(`max_page_chars`). A PDF that exceeds one (an 8 KB file of nested drawings can ask for 2^40
+text runs) is recorded as an error saying which limit, and the batch goes on.
+
 One ingest at a time per corpus: each holds an exclusive lock on `ingest.lock` in the corpus
 directory (flock: the kernel drops it when the process dies) from planning to its last commit,
 so a second one waits, saying whose pid holds it, and then plans against what the first stored
@@ -24,17 +29,18 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.corpus.pdf import DocumentRecord, PdfError, read_pdf, sha256_file
+from tools.corpus.pdf import MAX_PAGE_CHARS, DocumentRecord, PdfError, read_pdf, sha256_file
 from tools.corpus.pool import run_isolated
 from tools.corpus.store import CorpusStore
+from tools.corpus.worker import DEFAULT_MEMORY_MB, WorkLimits, memory_exhausted
 from tools.errors import DossierError
 
 __all__ = ["IngestConfig", "IngestSummary", "find_pdfs", "ingest", "OcrHook", "OcrOutcome"]
 
 log = logging.getLogger(__name__)
 
-INLINE_JOBS = 8  # at most this many files are extracted in-process unless workers is set
-INFLIGHT = "ingest-inflight.txt"  # names the file being extracted in-process (left behind by a crash)
+SMALL_BATCH = 8  # at most this many files are read by one worker unless workers is set (starting one costs ~0.3 s)
+INFLIGHT = "ingest-inflight.txt"  # left by versions that read small batches in-process; removed on sight
 LOCK = "ingest.lock"  # held (flock) by the one ingest writing to this corpus; holds its pid
 
 @dataclass(slots=True)
@@ -60,12 +66,25 @@ class IngestConfig:
     workers: int = 0  # extraction processes; 0 = one per CPU core
     ocr: OcrHook | None = None  # reads pages whose text layer is unusable (tools.ocr.OcrStep plugs in here)
     force_ocr: bool = False  # also re-read the pages of the given PDFs that OCR read before (e.g. new backend)
+    doc_timeout_s: float = 120.0  # wall-clock seconds one document's text may take (FinanceBench's slowest: <1 s)
+    memory_mb: int = DEFAULT_MEMORY_MB  # address-space cap of each extraction worker, MiB; 0 = no cap
+    max_page_chars: int = MAX_PAGE_CHARS  # characters one page may hold; more makes the document an error
 
     def __post_init__(self):
         if self.workers < 0:
             raise DossierError(f"workers must be >= 0 (0 = one per core), got {self.workers}")
         if self.lock_wait_s < 0:
             raise DossierError(f"lock_wait_s must be >= 0 seconds, got {self.lock_wait_s}")
+        if not self.doc_timeout_s > 0:
+            raise DossierError(f"the per-document time limit must be positive seconds, got {self.doc_timeout_s}")
+        if self.max_page_chars < 1000:
+            raise DossierError(f"max_page_chars {self.max_page_chars} would refuse ordinary pages (use at least "
+                               f"1000; the default is {MAX_PAGE_CHARS:,})")
+        WorkLimits(self.doc_timeout_s, self.memory_mb)  # checks the memory limit
+
+    @property
+    def limits(self) -> WorkLimits:
+        return WorkLimits(self.doc_timeout_s, self.memory_mb)
 
 
 @dataclass(slots=True)
@@ -131,14 +150,30 @@ class _Job:
     size: int
 
 
-def _extract(path: str, password: str | None, sha256: str) -> DocumentRecord | str:
+def _extract(path: str, password: str | None, sha256: str, max_page_chars: int = MAX_PAGE_CHARS) -> DocumentRecord | str:
     """Worker: a DocumentRecord, or the one-line reason the file cannot be ingested."""
     try:
-        return read_pdf(path, password, sha256)
+        return read_pdf(path, password, sha256, max_page_chars)
     except PdfError as err:
         return str(err)
     except Exception as err:  # a reader bug must cost one document, not the batch
+        if memory_exhausted(err):
+            raise MemoryError(str(err)) from None  # the worker reports it; _over_limit names the limit
         return f"unreadable PDF ({type(err).__name__}: {str(err)[:120]})"
+
+
+def _over_limit(status: str, detail: object, limits: WorkLimits) -> str:
+    """The reason recorded for a document whose worker hit a limit or died (see tools/corpus/pool.py)."""
+    if status == "timeout":
+        return (f"reading it took longer than {detail:g} s, the per-document limit (--doc-timeout); it may be built "
+                "to hang PDF readers (e.g. drawings nested to repeat exponentially), or raise the limit")
+    if status == "memory":
+        cap = f"{limits.memory_mb} MB" if limits.memory_mb else "the memory it could get"
+        return (f"reading it needed more than {cap} of memory, the per-worker limit (--memory-limit-mb); it may be "
+                "built to overload PDF readers, or raise the limit")
+    if status == "crash":
+        return f"the PDF crashed the PDF reader (damaged file; its process was {detail})"
+    return f"unreadable PDF ({detail})"
 
 
 def _plan(store: CorpusStore, paths: list[Path], summary: IngestSummary) -> list[_Job]:
@@ -257,7 +292,7 @@ def _ingest_locked(paths: list[Path], corpus: str | Path, config: IngestConfig, 
     if progress:
         progress(done, len(paths), 0)
     workers = min(config.workers or os.cpu_count() or 1, max(len(jobs), 1))
-    if len(jobs) <= INLINE_JOBS and not config.workers:
+    if len(jobs) <= SMALL_BATCH and not config.workers:
         workers = 1  # starting worker processes costs more than a few small files
 
     def finished(job: _Job, result: DocumentRecord | str) -> None:
@@ -267,22 +302,11 @@ def _ingest_locked(paths: list[Path], corpus: str | Path, config: IngestConfig, 
         if progress:
             progress(done, len(paths), summary.pages)
 
-    if workers <= 1:
-        # A file that killed an earlier in-process run (MuPDF can crash the interpreter) is left
-        # named in the in-flight marker: this time it runs isolated and fails alone.
-        suspects = _crashed_inline(store)
-        isolated = [job for job in jobs if job.sha256 in suspects]
-        if isolated:
-            _run_pool(isolated, config.password, 1, finished)
-        marker = store.root / INFLIGHT
-        for job in jobs:
-            if job.sha256 in suspects:
-                continue
-            marker.write_text(f"{job.sha256} {job.path}\n")
-            finished(job, _extract(str(job.path), config.password, job.sha256))
-        marker.unlink(missing_ok=True)
-    else:
-        _run_pool(jobs, config.password, workers, finished)
+    # Every file is read in a worker, even a small batch: only a separate process can be stopped
+    # at a deadline while MuPDF is inside one long C call, and a crash there costs one file.
+    (store.root / INFLIGHT).unlink(missing_ok=True)
+    if jobs:
+        _run_pool(jobs, config, workers, finished)
     if config.ocr is not None:
         pending = store.pages_needing_ocr()
         if config.force_ocr:
@@ -299,22 +323,12 @@ def _ingest_locked(paths: list[Path], corpus: str | Path, config: IngestConfig, 
     return summary
 
 
-def _crashed_inline(store: CorpusStore) -> set[str]:
-    """sha256 of the file an earlier in-process extraction was working on when the process died."""
-    marker = store.root / INFLIGHT
-    if not marker.exists():
-        return set()
-    line = marker.read_text(encoding="utf-8", errors="replace").strip()
-    if line:
-        log.warning("the last ingest died while reading %s; it is now read in a separate process",
-                    line.split(" ", 1)[-1])
-    return {line.split(" ", 1)[0]} if line else set()
+def _run_pool(jobs: list[_Job], config: IngestConfig, workers: int, finished) -> None:
+    """Extract in bounded worker processes; a PDF that hangs, bloats or crashes its worker fails alone."""
+    limits = config.limits
+    run_isolated(jobs, _extract_job, (config.password, config.max_page_chars), workers, finished,
+                 lambda job, status, detail: _over_limit(status, detail, limits), limits)
 
 
-def _run_pool(jobs: list[_Job], password: str | None, workers: int, finished) -> None:
-    """Extract in worker processes; a PDF that crashes its worker fails alone (tools/corpus/pool.py)."""
-    run_isolated(jobs, _extract_job, (password,), workers, finished, "the PDF crashed the PDF reader (damaged file)")
-
-
-def _extract_job(job: _Job, password: str | None) -> DocumentRecord | str:
-    return _extract(str(job.path), password, job.sha256)
+def _extract_job(job: _Job, password: str | None, max_page_chars: int) -> DocumentRecord | str:
+    return _extract(str(job.path), password, job.sha256, max_page_chars)

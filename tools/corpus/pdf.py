@@ -1,8 +1,9 @@
 """Read one PDF into plain records: metadata, and per page its text layer, words with boxes and size.
 
 Runs in ingest worker processes, so it returns picklable dataclasses and never touches
-the database. Every failure a user can meet (not a PDF, truncated, encrypted, no pages)
-becomes a `PdfError` whose message is one line a user understands.
+the database. Every failure a user can meet (not a PDF, truncated, encrypted, no pages, a
+page with more text than `max_page_chars`, the worker's memory limit reached) becomes a
+`PdfError` whose message is one line a user understands.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.corpus.worker import memory_exhausted
+
 __all__ = ["PdfError", "PageRecord", "DocumentRecord", "read_pdf", "sha256_file", "text_layer_problem", "open_pdf"]
 
 # A page whose text layer has fewer visible characters than this is flagged for OCR.
 MIN_VISIBLE_CHARS = 3
 # ... or whose visible characters are mostly undecodable (U+FFFD, private use, control).
 MAX_UNDECODABLE_FRACTION = 0.3
+# A page with more characters than this makes the document an error: the densest FinanceBench
+# page has ~11,000; a hostile one (nested drawings repeated) can have billions.
+MAX_PAGE_CHARS = 500_000
 
 
 _SPACE = re.compile(r"\s")
@@ -126,17 +132,28 @@ def open_pdf(path: str | Path, password: str | None = None):
     return doc
 
 
+def _memory_limit() -> str:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "no limit set" if soft == resource.RLIM_INFINITY else f"the limit is {soft >> 20} MB per worker"
+
+
 def _short(err: Exception) -> str:
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return text[:160]
 
 
-def _read_page(page, number: int) -> PageRecord:
+def _read_page(page, number: int, max_chars: int) -> PageRecord:
     import pymupdf
 
     rect = page.rect
     # one layout pass, with get_text's own flags (clip to the page, keep ligatures/whitespace), serves both
     textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
+    text = page.get_text("text", textpage=textpage)
+    if len(text) > max_chars:  # checked before the words: a list of millions of tuples costs more than the text
+        raise PdfError(f"page {number} has {len(text):,} characters of text, more than the limit of {max_chars:,} "
+                       "per page (--max-page-chars); it may be built to overload PDF readers, or raise the limit")
     # words: (x0, y0, x1, y1, word, block_no, line_no, word_no), in PyMuPDF's reading order
     raw_words = page.get_text("words", sort=False, textpage=textpage)
     if raw_words:
@@ -146,21 +163,23 @@ def _read_page(page, number: int) -> PageRecord:
         words = list(words)
     else:
         words, boxes, lines = [], np.zeros((0, 4), np.float32), np.zeros((0, 3), np.int32)
-    text = page.get_text("text", textpage=textpage)
     return PageRecord(number, float(rect.width), float(rect.height), text, words, boxes, lines, text_layer_problem(text))
 
 
-def read_pdf(path: str | Path, password: str | None = None, sha256: str | None = None) -> DocumentRecord:
+def read_pdf(path: str | Path, password: str | None = None, sha256: str | None = None,
+             max_page_chars: int = MAX_PAGE_CHARS) -> DocumentRecord:
     """Extract a PDF's metadata and every page's text layer, words and size.
 
     Args:
         path: the PDF file.
         password: used only when the PDF is encrypted.
         sha256: the file's hash when the caller already computed it.
+        max_page_chars: a page with more characters of text makes the whole document an error.
 
     Raises:
         PdfError: the file is empty, not a PDF, damaged, encrypted without the right
-            password, or has no pages; the message says which.
+            password, has no pages, has a page over `max_page_chars`, or reading it ran out of
+            the memory its process may use; the message says which.
     """
     digest = sha256 or sha256_file(path)
     doc = open_pdf(path, password)
@@ -177,8 +196,13 @@ def read_pdf(path: str | Path, password: str | None = None, sha256: str | None =
             record.decrypted = doc.tobytes(encryption=pymupdf.PDF_ENCRYPT_NONE)
         for index in range(doc.page_count):
             try:
-                record.pages.append(_read_page(doc.load_page(index), index + 1))
+                record.pages.append(_read_page(doc.load_page(index), index + 1, max_page_chars))
+            except PdfError:
+                raise
             except Exception as err:  # one damaged page must not cost the document: keep it, flag it
+                if memory_exhausted(err):  # not damage: the page needs more memory than the worker may use
+                    raise PdfError(f"reading page {index + 1} ran out of memory ({_memory_limit()}); it may be "
+                                   "built to overload PDF readers (--memory-limit-mb raises the limit)") from None
                 empty = np.zeros((0, 4), np.float32)
                 reason = f"damaged page ({_short(err)})"
                 record.pages.append(PageRecord(index + 1, 0.0, 0.0, "", [], empty, np.zeros((0, 3), np.int32), reason))

@@ -1,52 +1,71 @@
-"""Run jobs in spawned worker processes, isolating any job that crashes its worker.
+"""Run jobs on several bounded worker processes: a job that hangs, runs out of memory or crashes fails alone.
 
-Used by ingest (PDF extraction) and the OCR step: a malformed PDF or page can kill a
-worker outright (a segfault in a C library), which breaks the whole pool. The jobs that
-had not finished are then retried one at a time, each in a fresh single-worker pool, so
-only the culprit fails, with `crash_result` as its result.
+Used by ingest (a document's text layer) and the OCR step (a page's render and read). Each job
+runs in a `BoundedWorker` (tools/corpus/worker.py): a malformed or hostile PDF that segfaults
+MuPDF, loops for hours or grows without bound costs that one job, which gets the result
+`failed(job, status, detail)` makes of it, and its worker is replaced for the next job.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import wait
+
+from tools.corpus.worker import BoundedWorker, WorkLimits
 
 __all__ = ["run_isolated"]
 
 log = logging.getLogger(__name__)
 
+# failed(job, status, detail) -> the job's result; status is "timeout", "memory", "crash" or "error"
+# (tools/corpus/worker.py `Outcome`), detail a short text (how the process died, the exception).
+Failed = Callable[[object, str, object], object]
 
-def run_isolated(jobs: Sequence, work: Callable, args: tuple, workers: int, finished: Callable,
-                 crash_result: object, initializer: Callable | None = None, initargs: tuple = ()) -> None:
-    """Call `finished(job, work(job, *args))` for every job, computed in worker processes.
+
+def run_isolated(jobs: Sequence, work: Callable, args: tuple, workers: int, finished: Callable, failed: Failed,
+                 limits: WorkLimits, initializer: Callable | None = None, initargs: tuple = ()) -> None:
+    """Call `finished(job, work(job, *args))` for every job, computed in bounded worker processes.
 
     Args:
         jobs: picklable job descriptions.
         work: module-level function run in the workers as work(job, *args).
         args: extra picklable arguments for `work`.
-        workers: worker processes.
+        workers: worker processes (at most one per job).
         finished: called in this process with (job, result), in completion order.
-        crash_result: the result given to a job that crashes its worker even when run alone.
+        failed: makes the result of a job that exceeded `limits` or killed its worker.
+        limits: the deadline of each job and the memory cap of each worker.
         initializer, initargs: run once per worker process (e.g. to load an OCR engine).
     """
-    context = multiprocessing.get_context("spawn")
-    pending = list(jobs)
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=initializer, initargs=initargs) as pool:
-        futures: dict[Future, object] = {pool.submit(work, job, *args): job for job in pending}
-        try:
-            for future in as_completed(futures):
-                job = futures[future]
-                finished(job, future.result())
-                pending.remove(job)
-        except BrokenProcessPool:
-            log.warning("a job crashed its worker process; retrying the remaining %d one by one", len(pending))
-    for job in pending:
-        with ProcessPoolExecutor(1, mp_context=context, initializer=initializer, initargs=initargs) as solo:
-            try:
-                result = solo.submit(work, job, *args).result()
-            except BrokenProcessPool:
-                result = crash_result
-        finished(job, result)
+    pending = deque(jobs)
+    pool = [BoundedWorker(limits.memory_mb, initializer, initargs) for _ in range(min(workers, len(pending)))]
+    busy: dict[BoundedWorker, object] = {}
+    try:
+        while pending or busy:
+            for worker in pool:
+                if worker not in busy and pending:
+                    busy[worker] = job = pending.popleft()
+                    worker.submit(work, (job, *args), limits.timeout_s)
+            timeout = max(min(worker.due() for worker in busy) - time.monotonic(), 0.0)
+            ready = wait([worker.conn for worker in busy], timeout=timeout)
+            for worker in list(busy):
+                if worker.conn in ready:
+                    outcome = worker.receive()
+                    if outcome is None:
+                        continue  # initialised: the job's deadline starts now
+                    job = busy.pop(worker)
+                    status, value = outcome
+                    if status != "ok":
+                        log.info("job %s: %s (%s)", job, status, value)
+                        value = failed(job, status, value)
+                    finished(job, value)
+                elif worker.overdue(time.monotonic()):
+                    worker.kill()
+                    job = busy.pop(worker)
+                    log.info("job %s: past its %g s deadline; its worker was killed", job, limits.timeout_s)
+                    finished(job, failed(job, "timeout", limits.timeout_s))
+    finally:
+        for worker in pool:
+            worker.close()

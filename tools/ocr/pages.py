@@ -6,6 +6,11 @@ as it is read (`text_source = 'ocr:<backend>'`), so an interrupted run keeps wha
 page that fails is recorded in the store's errors (`<pdf>#page=N`) with the reason, stays
 flagged, and is retried by the next ingest; it never stops the batch.
 
+Pages are drawn only in bounded worker processes (tools/corpus/worker.py: `timeout_s` per
+page, `memory_mb` per process): with several workers each page is drawn and read there; with
+one (or surya, which has its own worker) the page is drawn in a bounded worker and read here.
+A page built to hang the renderer fails with the limit it hit.
+
 Coordinates: OCR reads the page as displayed (after /Rotate); its pixel boxes are divided by
 the render scale and turned back into the page's unrotated frame, the frame PyMuPDF gives
 text-layer words in, so OCR words and text-layer words share coordinates in the store.
@@ -28,6 +33,7 @@ from tools.corpus.ingest import OcrOutcome
 from tools.corpus.pool import run_isolated
 from tools.corpus.render import open_page
 from tools.corpus.store import CorpusStore
+from tools.corpus.worker import DEFAULT_MEMORY_MB, BoundedWorker, WorkLimits, memory_exhausted
 from tools.errors import DossierError
 from tools.ocr.base import OcrBackend, OcrResult
 from tools.ocr.registry import get_backend, resolve_backend
@@ -47,7 +53,8 @@ class OcrSettings:
     max_pixels: int = 8_000_000  # ... and large ones at a lower DPI so they fit this many
     workers: int = 0  # OCR processes; 0 = one per CPU core (surya always uses one)
     language: str = "eng"  # tesseract language code(s)
-    timeout_s: float = 120.0  # one page may take this long with tesseract (surya: DOSSIER_SURYA_PAGE_TIMEOUT_S)
+    timeout_s: float = 120.0  # seconds one page may take to draw and read (surya: also DOSSIER_SURYA_PAGE_TIMEOUT_S)
+    memory_mb: int = DEFAULT_MEMORY_MB  # address-space cap of each OCR worker process, MiB; 0 = no cap
 
     def __post_init__(self):
         if not 50 <= self.dpi <= 1200:
@@ -58,6 +65,7 @@ class OcrSettings:
             raise DossierError(f"OCR workers must be >= 0 (0 = one per core), got {self.workers}")
         if self.timeout_s <= 0:
             raise DossierError(f"OCR timeout_s must be positive, got {self.timeout_s}")
+        WorkLimits(self.timeout_s, self.memory_mb)  # checks the memory limit
 
 
 @dataclass(slots=True)
@@ -102,6 +110,8 @@ def render_for_ocr(pdf_path: str | Path, page: int, settings: OcrSettings,
         try:
             pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=area, alpha=False, colorspace=pymupdf.csRGB)
         except Exception as err:
+            if memory_exhausted(err):
+                raise MemoryError(str(err)) from None  # a bounded worker reports its memory limit
             raise DossierError(f"cannot render page {page} of {Path(pdf_path).name}: {err}") from None
         image = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
         image.info["dpi"] = (zoom * 72.0, zoom * 72.0)
@@ -120,9 +130,15 @@ def to_page_frame(boxes: np.ndarray, derotation: tuple) -> np.ndarray:
     return np.stack([np.minimum(*xs), np.minimum(*ys), np.maximum(*xs), np.maximum(*ys)], axis=1).astype(np.float32)
 
 
-def ocr_pdf_page(backend: OcrBackend, pdf_path: str | Path, page: int, settings: OcrSettings) -> PageOcr:
-    """Render and OCR one page; boxes come back in PDF points of the unrotated page frame."""
-    image, scale_x, scale_y, derotation = render_for_ocr(pdf_path, page, settings)
+def ocr_pdf_page(backend: OcrBackend, pdf_path: str | Path, page: int, settings: OcrSettings,
+                 render: Callable = render_for_ocr) -> PageOcr:
+    """Render and OCR one page; boxes come back in PDF points of the unrotated page frame.
+
+    Args:
+        render: draws the page, as `render_for_ocr(pdf_path, page, settings)` (OcrStep passes one
+            that draws in a bounded worker process).
+    """
+    image, scale_x, scale_y, derotation = render(pdf_path, page, settings)
     result: OcrResult = backend.read(image)
     boxes = to_page_frame(result.boxes_in_points(scale_x, scale_y), derotation)
     return PageOcr(backend.name, result.text, list(result.words), boxes, result.lines, result.confidences,
@@ -152,6 +168,8 @@ def _work(job: _Job, settings: dict) -> PageOcr | str:
     except DossierError as err:
         return str(err)
     except Exception as err:  # a backend bug must cost one page, not the batch
+        if memory_exhausted(err):
+            return _over_limit("memory", None, OcrSettings(**settings))
         return f"{type(err).__name__}: {str(err)[:200]}"
 
 
@@ -191,20 +209,57 @@ class OcrStep:
             self.progress(0, len(jobs), name)
         if workers <= 1:
             backend = get_backend(name, language=self.settings.language, timeout_s=self.settings.timeout_s)
+            drawer = _BoundedRender(BoundedWorker(self.settings.memory_mb))
             try:
                 for job in jobs:
-                    finished(job, _inline(backend, job, self.settings))
+                    finished(job, _inline(backend, job, self.settings, drawer))
             finally:
                 backend.close()
+                drawer.worker.close()
         else:
             _run_pool(jobs, name, self.settings, workers, finished)
         outcome.seconds = time.perf_counter() - start
         return outcome
 
 
-def _inline(backend: OcrBackend, job: _Job, settings: OcrSettings) -> PageOcr | str:
+@dataclass(slots=True)
+class _BoundedRender:
+    """`render_for_ocr`, drawn in a bounded worker process (kept for the next page)."""
+
+    worker: BoundedWorker
+
+    def __call__(self, pdf_path: str | Path, page: int, settings: OcrSettings) -> tuple:
+        status, value = self.worker.call(_render_job, (str(pdf_path), page, asdict(settings)), settings.timeout_s)
+        if status == "ok" and isinstance(value, str):
+            raise DossierError(value)
+        if status != "ok":
+            raise DossierError(_over_limit(status, value, settings))
+        return value
+
+
+def _render_job(pdf_path: str, page: int, settings: dict) -> tuple | str:
+    """Worker: `render_for_ocr`'s result, or why the page cannot be rendered."""
     try:
-        return ocr_pdf_page(backend, job.pdf_path, job.page, settings)
+        return render_for_ocr(pdf_path, page, OcrSettings(**settings))
+    except DossierError as err:
+        return str(err)
+
+
+def _over_limit(status: str, detail: object, settings: OcrSettings) -> str:
+    """Why a page failed when its worker hit a limit or died (see tools/corpus/pool.py)."""
+    if status == "timeout":
+        return (f"drawing and reading it took longer than {settings.timeout_s:g} s (--ocr-timeout); the page may be "
+                "built to hang PDF readers")
+    if status == "memory":
+        return f"it needed more than {settings.memory_mb} MB of memory (--memory-limit-mb)"
+    if status == "crash":
+        return f"the page crashed the OCR engine ({detail})"
+    return str(detail)
+
+
+def _inline(backend: OcrBackend, job: _Job, settings: OcrSettings, render: Callable) -> PageOcr | str:
+    try:
+        return ocr_pdf_page(backend, job.pdf_path, job.page, settings, render=render)
     except DossierError as err:
         return str(err)
     except Exception as err:  # a backend bug must cost one page, not the batch
@@ -227,6 +282,8 @@ def _store_result(store: CorpusStore, job: _Job, result: PageOcr | str, name: st
 
 
 def _run_pool(jobs: list[_Job], name: str, settings: OcrSettings, workers: int, finished) -> None:
-    """OCR in worker processes; a page that crashes its worker fails alone (tools/corpus/pool.py)."""
-    run_isolated(jobs, _work, (asdict(settings),), workers, finished, "the page crashed the OCR engine",
+    """OCR in bounded worker processes; a page that hangs, bloats or crashes its worker fails alone."""
+    run_isolated(jobs, _work, (asdict(settings),), workers, finished,
+                 lambda job, status, detail: _over_limit(status, detail, settings),
+                 WorkLimits(settings.timeout_s, settings.memory_mb),
                  initializer=_init_worker, initargs=(name, settings.language, settings.timeout_s))
