@@ -25,8 +25,10 @@ and opens in the viewer first (a view with via "oracle").
 Every error is JSON `{"error": "..."}` with a 4xx status (403 for another annotator's paths or a
 wrong resume code, 404
 for anything outside the corpus, 409 for a stale tab or a name already taken, 422 for a malformed
-body, 400 for text that is not valid Unicode); an unexpected failure is a 500 with a one-line
-message, its traceback only in the server log.
+body or a page that cannot be drawn within the render limits, 400 for text that is not valid
+Unicode); an unexpected failure is a 500 with a one-line message, its traceback only in the server log.
+Pages are drawn in a bounded worker process (tools/corpus/render.py): a page built to hang the
+renderer answers 422 at the deadline (and at once when asked again), never a hung request.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the request models from the live annotations
@@ -38,6 +40,7 @@ from engine.studio.annotator import AnnotatorRun, ConflictError, annotator_slug
 from engine.studio.guard import Guard
 from engine.studio.service import NotFoundError, Studio
 from engine.studio.trajectory import marked_pages
+from tools.corpus.render import RenderLimitError
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["create_app"]
@@ -132,6 +135,10 @@ def create_app(studio: Studio):
     @app.exception_handler(DossierError)
     async def bad_input(request: Request, err: DossierError):
         return error(400, str(err))
+
+    @app.exception_handler(RenderLimitError)
+    async def too_complex(request: Request, err: RenderLimitError):  # a hostile or huge page, not a bad request
+        return error(422, str(err))
 
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, err: RequestValidationError):

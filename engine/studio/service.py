@@ -185,6 +185,13 @@ class Studio:
         return count
 
     def page_image(self, document: str, page: int) -> Path:
-        """The rendered page as a PNG file in the corpus's render cache (rendered on the first request)."""
+        """The rendered page as a PNG file in the corpus's render cache (rendered on the first request).
+
+        Drawing runs in a bounded worker process under `render_settings.timeout_s` (tools/corpus/render.py).
+
+        Raises:
+            NotFoundError: the document or page is not in the corpus.
+            RenderLimitError: the page took longer than the render time limit (or memory limit) to draw.
+        """
         self.check_page(document, page)
         return self.store.render_file(document, page, self.render_settings)

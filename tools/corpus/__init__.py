@@ -3,7 +3,8 @@
 from tools.corpus.ingest import IngestConfig, IngestSummary, find_pdfs, ingest
 from tools.corpus.metadata import metadata_schema, read_metadata_file, select_documents
 from tools.corpus.pdf import PdfError, read_pdf, sha256_file, text_layer_problem
-from tools.corpus.render import RenderSettings, render_page
+from tools.corpus.render import PageRenderer, RenderLimitError, RenderSettings, render_page
+from tools.corpus.worker import WorkLimits
 from tools.corpus.store import CorpusStore, DocumentInfo, IngestError, PageInfo, PageWords
 
 __all__ = [
@@ -13,9 +14,12 @@ __all__ = [
     "IngestError",
     "IngestSummary",
     "PageInfo",
+    "PageRenderer",
     "PageWords",
     "PdfError",
+    "RenderLimitError",
     "RenderSettings",
+    "WorkLimits",
     "find_pdfs",
     "metadata_schema",
     "read_metadata_file",

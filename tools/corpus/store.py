@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from tools.corpus.pdf import DocumentRecord
-from tools.corpus.render import RenderSettings, cache_file, render_page
+from tools.corpus.render import PageRenderer, RenderSettings, cache_file, render_page
 from tools.errors import DossierError
 
 __all__ = ["CorpusStore", "DocumentInfo", "PageInfo", "PageWords", "IngestError", "DB_NAME"]
@@ -149,6 +149,8 @@ class CorpusStore:
         if create:
             self.pdf_dir.mkdir(exist_ok=True)
         self._local = threading.local()
+        self._renderer: PageRenderer | None = None  # draws pages in bounded workers, started at the first render
+        self._renderer_lock = threading.Lock()
         if create:
             self.db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
@@ -342,12 +344,19 @@ class CorpusStore:
     def render(self, doc_id: str, page: int, settings: RenderSettings | None = None) -> Image.Image:
         """Render a page (1-indexed) to an RGB image, cached under renders/{doc_id}/.
 
+        Drawing runs in a worker process under `settings.timeout_s` and `settings.memory_mb`
+        (tools/corpus/render.py), so a hostile page fails instead of hanging the caller.
+
         Raises:
             DossierError: unknown document or page.
+            RenderLimitError: the page exceeded the render time or memory limit, or crashed the renderer.
         """
         self.page(doc_id, page)
+        with self._renderer_lock:
+            if self._renderer is None:
+                self._renderer = PageRenderer()
         return render_page(self.pdf_dir / f"{doc_id}.pdf", page, settings or RenderSettings(),
-                           self.root / "renders" / doc_id)
+                           self.root / "renders" / doc_id, renderer=self._renderer)
 
     def render_file(self, doc_id: str, page: int, settings: RenderSettings | None = None) -> Path:
         """The cached PNG of a rendered page, rendering it first when it is not cached (a web server sends it as is).
@@ -374,6 +383,10 @@ class CorpusStore:
         if conn is not None:
             conn.close()
             self._local.conn = None
+        with self._renderer_lock:
+            renderer, self._renderer = self._renderer, None
+        if renderer is not None:
+            renderer.close()
 
 
 class _Transaction:
