@@ -27,6 +27,16 @@ def ingest_cmd(
     metadata: Annotated[Path | None, typer.Option(
         help="JSONL of document metadata, one object per document: {\"document\": id, \"company\": ..., "
              "\"year\": ...}; stored in the corpus for metadata filters (the workflow agent).")] = None,
+    doc_timeout: Annotated[float, typer.Option(
+        help="Seconds one document's text may take to read; a slower one is recorded as an error "
+             "(a 300-page 10-K takes under 1 s).")] = 120.0,
+    ocr_timeout: Annotated[float, typer.Option(
+        help="Seconds OCR may take to draw and read one page; a slower page is recorded as an error.")] = 120.0,
+    memory_limit_mb: Annotated[int, typer.Option(
+        help="Memory (address space, MiB) each extraction or OCR worker process may use; a document or page "
+             "that needs more is recorded as an error. 0 = no limit.")] = 4096,
+    max_page_chars: Annotated[int, typer.Option(
+        help="Characters of text one page may hold; a document with a page beyond it is recorded as an error.")] = 500_000,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
     """Ingest PDFs into a corpus store (SQLite + copies of the PDFs), OCR pages without text; safe to re-run.
@@ -41,6 +51,10 @@ def ingest_cmd(
     report type...); a bad line or an unknown document is listed and skipped. Rebuild the
     index afterwards (`dossier index`).
 
+    Every document is read in a worker process with limits (--doc-timeout, --memory-limit-mb,
+    --max-page-chars; OCR: --ocr-timeout per page): a PDF built to hang or exhaust a PDF reader
+    is recorded as an error naming the limit, and the batch goes on.
+
     Example:
         $ dossier ingest demo/sample/pdfs --corpus demo/corpus
         ingested 6 documents, 14 pages in 1.9 s (7 pages/s); 0 skipped, 0 errors
@@ -53,10 +67,12 @@ def ingest_cmd(
 
     fields = read_metadata_file(metadata) if metadata is not None else None  # a bad file fails before ingesting
 
-    settings = OcrSettings(backend=ocr.value, dpi=ocr_dpi, workers=workers, language=ocr_language)
+    settings = OcrSettings(backend=ocr.value, dpi=ocr_dpi, workers=workers, language=ocr_language,
+                           timeout_s=ocr_timeout, memory_mb=memory_limit_mb)
     if ocr is not OcrChoice.auto:
         resolve_backend(ocr.value)  # a backend asked for by name must be usable: fail before ingesting
-    config = IngestConfig(password=password, workers=workers, force_ocr=force_ocr)
+    config = IngestConfig(password=password, workers=workers, force_ocr=force_ocr, doc_timeout_s=doc_timeout,
+                          memory_mb=memory_limit_mb, max_page_chars=max_page_chars)
     if fmt is OutputFormat.json:
         if ocr is not OcrChoice.none:
             config.ocr = OcrStep(settings)
