@@ -140,7 +140,7 @@ class GrammarCache:
     """
 
     def __init__(self, tokenizer, vocab_size: int, stop_token_ids: set[int], compile_timeout_s: float = 30.0,
-                 cache_bytes: int = 64 * 2**20, workers: int = 2, max_pending: int = 8) -> None:
+                 cache_bytes: int = 64 * 2**20, workers: int = 1, max_pending: int = 4) -> None:
         try:
             import xgrammar
         except ImportError:

@@ -1,0 +1,194 @@
+"""Honest clients under a hostile one: `dossier serve` keeps answering while another client attacks it.
+
+Issue 45's acceptance check for findings 3-5. The server runs in this process (the real app and
+uvicorn on 127.0.0.1). First, `--honest` streaming chat requests run one after another, alone:
+their tokens and times are the reference. Then a hostile client sends, at once, one request with
+a `--enum`-value enum schema and `--schemas` requests with distinct JSON schemas, and keeps
+`--half-open` connections that send half a request head (re-opened as the server closes them) for
+the rest of the run. The same honest requests run again, one after another. Reported per request: tokens equal to the solo run, and time over solo time; the
+check passes when every request streams its solo tokens within `--max-slowdown` x its solo time.
+
+    python -m benchmarks.hostile_serve --model default
+    python -m benchmarks.hostile_serve --model default --format json
+
+Greedy decoding, so a request's tokens do not depend on timing. Times are wall clock on a shared
+machine: run it alone, and read them as ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import sys
+import threading
+import time
+
+QUESTIONS = ["What is the capital of France?", "Name three prime numbers.", "What colour is the sky on a clear day?",
+             "How many days are in a leap year?", "What is 12 times 12?", "Who wrote Hamlet?",
+             "What is the boiling point of water in Celsius?", "Name the largest ocean."]
+
+
+def _stream(url: str, question: str, max_tokens: int) -> tuple[list[str], float]:
+    """One streaming chat request: its text pieces and its wall time."""
+    import httpx2
+
+    body = {"model": "default", "messages": [{"role": "user", "content": question}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": True}
+    started, pieces = time.perf_counter(), []
+    with httpx2.stream("POST", url + "/v1/chat/completions", json=body, timeout=600) as reply:
+        reply.raise_for_status()
+        for line in reply.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                delta = json.loads(line[6:])["choices"][0]["delta"]
+                if delta.get("content"):
+                    pieces.append(delta["content"])
+    return pieces, time.perf_counter() - started
+
+
+class Hostile:
+    """The attacker: half-open connections, a huge enum and many distinct schemas, until stopped."""
+
+    def __init__(self, url: str, half_open: int, enum_values: int, schemas: int) -> None:
+        self.url, self.half_open, self.enum_values, self.schemas = url, half_open, enum_values, schemas
+        self.stop = threading.Event()
+        self.statuses: dict[str, dict[int, int]] = {"enum": {}, "schemas": {}}
+        self.reopened = 0
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        self.threads = [threading.Thread(target=self._connections, daemon=True),
+                        threading.Thread(target=self._requests, args=("enum", 1), daemon=True)]
+        self.threads += [threading.Thread(target=self._requests, args=("schemas", i), daemon=True)
+                         for i in range(self.schemas)]
+        for thread in self.threads:
+            thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=60)
+
+    def _connections(self) -> None:
+        host, port = self.url.removeprefix("http://").split(":")
+        open_: list[socket.socket] = []
+        while not self.stop.is_set():
+            alive = []
+            for sock in open_:
+                try:
+                    sock.settimeout(0.0)
+                    if sock.recv(1) == b"":
+                        sock.close()
+                        continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    sock.close()
+                    continue
+                alive.append(sock)
+            open_ = alive
+            while len(open_) < self.half_open and not self.stop.is_set():
+                try:
+                    sock = socket.create_connection((host, int(port)), timeout=5)
+                    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                except OSError:
+                    break
+                open_.append(sock)
+                self.reopened += 1
+            time.sleep(0.2)
+        for sock in open_:
+            sock.close()
+
+    def _requests(self, kind: str, worker: int) -> None:
+        """One request (the attack is the schema, not the load); its status is recorded."""
+        import httpx2
+
+        round_ = 0
+        if not self.stop.is_set():
+            if kind == "enum":
+                schema = {"type": "object", "properties": {"pick": {"enum": [f"v{i}" for i in range(self.enum_values)]}}}
+            else:
+                schema = {"type": "object", "properties": {f"f{worker}_{round_}": {"type": "string",
+                                                                                  "enum": ["a", "b", str(round_)]}}}
+            body = {"model": "default", "messages": [{"role": "user", "content": "pick one"}], "max_tokens": 4,
+                    "temperature": 0, "response_format": {"type": "json_schema",
+                                                          "json_schema": {"name": "s", "schema": schema}}}
+            try:
+                status = httpx2.post(self.url + "/v1/chat/completions", json=body, timeout=120).status_code
+            except Exception:  # noqa: BLE001 - a refused or dropped request is what the attacker expects
+                status = 0
+            self.statuses[kind][status] = self.statuses[kind].get(status, 0) + 1
+            round_ += 1
+
+
+def run(model: str, honest: int, max_tokens: int, half_open: int, enum_values: int, schemas: int,
+        max_slowdown: float, dtype: str = "float32") -> dict:
+    from engine.core.config import EngineConfig
+    from engine.core.llm_engine import Engine
+    from engine.serve.app import build_app
+    from engine.serve.backend import LocalBackend
+    from engine.serve.config import ServeConfig
+    from engine.serve.server import ServerThread
+
+    # float32: on a CPU with native bf16, "auto" would let the batch's composition change the tokens (issue 48)
+    engine = Engine.from_pretrained(model, EngineConfig(kv_cache_gib=1.0, dtype=dtype))
+    backend = LocalBackend(engine)
+    backend.start()
+    questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(honest)]
+    try:
+        with ServerThread(build_app(backend, ServeConfig(served_model_names=("default",)))) as url:
+            _stream(url, "warm up", max_tokens)
+            solo = [_stream(url, q, max_tokens) for q in questions]
+            attacker = Hostile(url, half_open, enum_values, schemas)
+            attacker.start()
+            time.sleep(0.5)  # the attack is under way: its schemas are compiling while the honest requests run
+            attacked = [_stream(url, q, max_tokens) for q in questions]
+            attacker.finish()
+    finally:
+        backend.stop()
+    rows = []
+    for question, (solo_text, solo_s), (text, seconds) in zip(questions, solo, attacked):
+        rows.append({"question": question, "solo_s": round(solo_s, 3), "attacked_s": round(seconds, 3),
+                     "slowdown": round(seconds / solo_s, 2), "same_tokens": text == solo_text,
+                     "tokens": len(text)})
+    passed = all(r["same_tokens"] and r["slowdown"] <= max_slowdown for r in rows)
+    return {"model": model, "dtype": dtype, "honest_requests": rows, "max_slowdown_seen": max(r["slowdown"] for r in rows),
+            "median_slowdown": statistics.median(r["slowdown"] for r in rows), "allowed_slowdown": max_slowdown,
+            "passed": passed, "hostile": {"half_open_connections": half_open, "connections_opened": attacker.reopened,
+                                          "enum_values": enum_values, "schema_clients": schemas,
+                                          "responses": attacker.statuses}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="default", help="model to serve (default: the embedded SmolLM2-135M)")
+    parser.add_argument("--honest", type=int, default=8, help="honest streaming requests, run one after another")
+    parser.add_argument("--max-tokens", type=int, default=32, help="tokens each honest request generates")
+    parser.add_argument("--half-open", type=int, default=200, help="connections the attacker keeps half-sent")
+    parser.add_argument("--enum", type=int, default=15_000, help="values of the attacker's enum schema")
+    parser.add_argument("--schemas", type=int, default=40, help="attacker clients sending distinct schemas")
+    parser.add_argument("--max-slowdown", type=float, default=2.0, help="allowed attacked / solo time per request")
+    parser.add_argument("--dtype", default="float32", help="the engine's dtype (float32: batch-invariant enough "
+                                                           "here that tokens can be compared)")
+    parser.add_argument("--format", choices=("human", "json"), default="human")
+    args = parser.parse_args(argv)
+    result = run(args.model, args.honest, args.max_tokens, args.half_open, args.enum, args.schemas,
+                 args.max_slowdown, args.dtype)
+    if args.format == "json":
+        print(json.dumps(result, indent=1))
+    else:
+        for row in result["honest_requests"]:
+            print(f"{row['question'][:40]:40s} solo {row['solo_s']:6.2f} s  attacked {row['attacked_s']:6.2f} s  "
+                  f"x{row['slowdown']:.2f}  same tokens: {'yes' if row['same_tokens'] else 'NO'}")
+        hostile = result["hostile"]
+        print(f"hostile: {hostile['half_open_connections']} half-open connections ({hostile['connections_opened']} "
+              f"opened in all), a {hostile['enum_values']:,}-value enum, {hostile['schema_clients']} schema clients; "
+              f"responses {hostile['responses']}")
+        print(f"{'PASS' if result['passed'] else 'FAIL'}: slowest x{result['max_slowdown_seen']:.2f} (median "
+              f"x{result['median_slowdown']:.2f}, allowed x{result['allowed_slowdown']:g})")
+    return 0 if result["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
