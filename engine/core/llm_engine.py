@@ -152,7 +152,7 @@ class Engine:
             request_id = next(self._request_ids)
             if not sampling.greedy:
                 seed = sampling.seed if sampling.seed is not None else self.config.seed * 1_000_003 + request_id
-                generator = torch.Generator().manual_seed(seed)
+                generator = torch.Generator(device=self.runner.device).manual_seed(seed)  # draws where the logits are
             stop_strings = StopStrings(self.processor.decode, sampling.stop) if sampling.stop else None
             request = Request(
                 request_id, session, sampling, matcher, generator, sinks=(session.counters, self.counters),

@@ -119,3 +119,54 @@ def test_finding15_a_remote_code_folder_is_refused_without_a_prompt(tmp_path, mo
     message = str(refused.value)
     assert "needs remote code" in message and "modeling_chatglm" in message and "chatglm" in message
     assert "supported families" in message and "qwen2_vl" in message and "glm4v" in message
+
+
+class _Row:
+    """What `sample` reads of a request."""
+
+    def __init__(self, request_id: int, sampling, seed: int) -> None:
+        self.request_id, self.sampling, self.matcher, self.output_token_ids = request_id, sampling, None, []
+        self.generator = torch.Generator().manual_seed(seed)
+
+
+def test_finding9_the_batch_is_sampled_together_with_no_host_copy_per_row(monkeypatch):
+    """Before: per sampled row a top-k, a full-vocabulary sort, a `.cpu()` copy and a CPU multinomial."""
+    from engine.core import sampler
+    from engine.core.sampling_params import SamplingParams
+
+    calls = {"cpu": 0, "sort": 0, "multinomial": 0}
+
+    def counted(name, real):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(torch.Tensor, "cpu", counted("cpu", torch.Tensor.cpu))
+    monkeypatch.setattr(torch, "sort", counted("sort", torch.sort))
+    monkeypatch.setattr(torch, "multinomial", counted("multinomial", torch.multinomial))
+    rows = [_Row(i, SamplingParams(temperature=0.8, top_p=0.9, top_k=50, seed=i), seed=i) for i in range(8)]
+    rows.append(_Row(8, SamplingParams(), seed=0))  # a greedy row in the same step
+    logits = torch.randn(9, 50_000, generator=torch.Generator().manual_seed(0))
+    chosen = sampler.sample(logits.clone(), rows, set(), None)
+    assert len(chosen) == 9 and chosen[8] == int(logits[8].argmax())
+    assert calls == {"cpu": 0, "sort": 1, "multinomial": 0}, calls
+
+
+def test_finding9_batched_sampling_keeps_the_distribution_and_its_masks():
+    from engine.core import sampler
+    from engine.core.sampling_params import SamplingParams
+
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.07, 0.03]))
+    counts = {name: torch.zeros(5) for name in ("plain", "top_k", "top_p")}
+    settings = {"plain": SamplingParams(temperature=1.0), "top_k": SamplingParams(temperature=1.0, top_k=2),
+                "top_p": SamplingParams(temperature=1.0, top_p=0.8)}
+    for draw in range(3000):
+        rows = [_Row(draw, settings[name], seed=draw * 3 + j) for j, name in enumerate(settings)]
+        for name, token in zip(settings, sampler.sample(logits.repeat(3, 1), rows, set(), None)):
+            counts[name][token] += 1
+    plain = counts["plain"] / 3000
+    assert torch.allclose(plain, torch.tensor([0.5, 0.25, 0.15, 0.07, 0.03]), atol=0.03), plain
+    assert counts["top_k"][2:].sum() == 0 and abs(counts["top_k"][0] / 3000 - 2 / 3) < 0.03
+    assert counts["top_p"][3:].sum() == 0  # 0.5 + 0.25 < 0.8 <= 0.5 + 0.25 + 0.15: three tokens in the nucleus
+    assert abs(counts["top_p"][0] / 3000 - 0.5 / 0.9) < 0.03
