@@ -119,8 +119,9 @@ class AttentionBackend:
             block_tables=static["block_tables"],
         )
 
-    def graph_workspace(self, buckets: list[int], max_context: int):
-        """Buffers the decode kernels need for every bucket, reserved before capture (None: none needed)."""
+    def graph_workspace(self, buckets: list[int], contexts: list[int]):
+        """Buffers the decode kernels need for every batch and context bucket, reserved before capture (None: none
+        needed)."""
         return None
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,

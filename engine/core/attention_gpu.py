@@ -56,19 +56,20 @@ class TritonBackend(_PagedGpuBackend):
 
     def graph_metadata(self, static, batch: int, max_context: int, workspace) -> AttentionMetadata:
         meta = super().graph_metadata(static, batch, max_context, workspace)
-        self.plan_decode(meta, max_context)  # splits past a sequence's context exit at once
+        self.plan_decode(meta, max_context)  # the graph's context bucket; splits past a sequence's context exit at once
         meta.workspace = workspace
         return meta
 
-    def graph_workspace(self, buckets: list[int], max_context: int):
+    def graph_workspace(self, buckets: list[int], contexts: list[int]):
         from engine.core.attention import AttentionMetadata
 
         splits = 0
         for batch in buckets:
-            plan = AttentionMetadata(slot_mapping=None, num_seqs=batch, max_q_len=1, max_context_len=max_context,
-                                     all_decode=True)
-            self.plan_decode(plan, max_context)
-            splits = max(splits, plan.max_splits)
+            for context in contexts:
+                plan = AttentionMetadata(slot_mapping=None, num_seqs=batch, max_q_len=1, max_context_len=context,
+                                         all_decode=True)
+                self.plan_decode(plan, context)
+                splits = max(splits, plan.max_splits)
         return self.kernels.DecodeWorkspace(max(buckets), splits)
 
     def plan_decode(self, meta: AttentionMetadata, max_context: int) -> None:

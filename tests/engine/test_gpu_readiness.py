@@ -170,3 +170,29 @@ def test_finding9_batched_sampling_keeps_the_distribution_and_its_masks():
     assert counts["top_k"][2:].sum() == 0 and abs(counts["top_k"][0] / 3000 - 2 / 3) < 0.03
     assert counts["top_p"][3:].sum() == 0  # 0.5 + 0.25 < 0.8 <= 0.5 + 0.25 + 0.15: three tokens in the nucleus
     assert abs(counts["top_p"][0] / 3000 - 0.5 / 0.9) < 0.03
+
+
+def test_finding11_graph_steps_plan_attention_for_the_batch_context_not_the_models(tiny_llama, monkeypatch):
+    """Graph decode planned its kernels for the pool's whole context (8-16 Triton programs at a 4k context where
+    an eager step plans 128-256); now each graph is planned for a context bucket the batch fits in."""
+    from engine import SamplingParams
+    from engine.core.cuda_graphs import context_buckets
+    from tests.engine.conftest import random_prompt
+
+    folder, _ = tiny_llama
+    engine = Engine.from_pretrained(str(folder), EngineConfig(block_size=4, num_kv_blocks=1024, attention_backend="sdpa",
+                                                              dtype="float32"))
+    runner = engine.runner
+    runner.graphs = DecodeGraphs(runner, 4, capture=False)
+    planned = []
+    real = runner.attention.graph_metadata
+    monkeypatch.setattr(runner.attention, "graph_metadata",
+                        lambda static, batch, context, workspace: planned.append(context) or real(static, batch,
+                                                                                                  context, workspace))
+    session = engine.open_session()
+    session.append(random_prompt(12, seed=3))
+    session.generate(SamplingParams(max_new_tokens=6, ignore_eos=True))
+    assert runner.max_context >= 2048 and planned, (runner.max_context, planned)
+    assert set(planned) == {context_buckets(runner.max_context, 4)[0]}, planned
+    assert max(planned) < runner.max_context // 4
+    assert context_buckets(32768, 16) == [4096, 8192, 16384, 32768] and context_buckets(100, 16) == [16, 32, 64, 100]
