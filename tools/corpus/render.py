@@ -31,6 +31,9 @@ __all__ = ["RenderSettings", "RenderLimitError", "PageRenderer", "render_scale",
 DEFAULT_DPI = 150
 DEFAULT_MAX_PIXELS = 4_000_000  # ~ A4 at 200 DPI; bounds memory for huge pages
 REMEMBERED_FAILURES = 1024  # pages that exceeded a limit, remembered per renderer (oldest forgotten first)
+# Drawing an ordinary page peaks at ~300 MB of address space, a 4-megapixel cap at ~600 MB; a
+# hostile page grows ~120 MB/s, and a server may draw several at once: half the reader's cap.
+RENDER_MEMORY_MB = DEFAULT_MEMORY_MB // 2
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,7 +41,7 @@ class RenderSettings:
     dpi: int = DEFAULT_DPI  # dots per inch (72 = one pixel per PDF point)
     max_pixels: int = DEFAULT_MAX_PIXELS  # upper bound on width × height of the image, in pixels
     timeout_s: float = 30.0  # wall-clock seconds one page may take to draw (an ordinary page: well under 1 s)
-    memory_mb: int = DEFAULT_MEMORY_MB  # address-space cap of the process that draws, MiB; 0 = no cap
+    memory_mb: int = RENDER_MEMORY_MB  # address-space cap of the process that draws, MiB; 0 = no cap
 
     def __post_init__(self):
         if not 1 <= self.dpi <= 2400:
