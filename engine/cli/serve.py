@@ -54,6 +54,8 @@ def serve(
     max_schema_enum_values: Annotated[int, typer.Option(help="Most enum values (and consts) one schema holds: 400 "
                                                              "beyond it, before anything compiles.")] = 1024,
     max_schema_properties: Annotated[int, typer.Option(help="Most object properties one schema holds.")] = 1024,
+    max_schema_depth: Annotated[int, typer.Option(help="Most levels of JSON objects and arrays nested in one "
+                                                       "another in one schema.")] = 64,
     grammar_compile_timeout: Annotated[float, typer.Option(help="Seconds a request waits for its grammar to compile "
                                                                 "(off the request threads); 503 past it.")] = 30.0,
     head_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a request's headers, from "
@@ -86,7 +88,8 @@ def serve(
     # check the server settings before the model loads (seconds): a bad --host fails at once
     origins = tuple(allowed_origin or ())
     limits = dict(max_schema_bytes=max_schema_bytes, max_schema_enum_values=max_schema_enum_values,
-                  max_schema_properties=max_schema_properties, head_timeout_s=head_timeout,
+                  max_schema_properties=max_schema_properties, max_schema_depth=max_schema_depth,
+                  head_timeout_s=head_timeout,
                   limit_concurrency=limit_concurrency)
     ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
                 max_pinned_sessions=max_pinned_sessions, allowed_origins=origins, **limits)

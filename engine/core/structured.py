@@ -66,9 +66,12 @@ class SchemaLimits:
     max_bytes: int = 64 * 1024  # the schema, regex or grammar text, bytes (UTF-8 of its compact JSON)
     max_enum_values: int = 1024  # enum values plus consts over the whole schema
     max_properties: int = 1024  # object properties over the whole schema
+    # JSON objects and arrays nested inside one another, levels: xgrammar's EBNF grows with the square of
+    # the depth (a 24 KB schema nested 450 objects deep took 10 s to convert, on a request thread for tools)
+    max_depth: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_enum_values", "max_properties"):
+        for name in ("max_bytes", "max_enum_values", "max_properties", "max_depth"):
             if getattr(self, name) < 1:
                 raise DossierError(f"schema limit {name} must be at least 1 (got {getattr(self, name)})")
 
@@ -85,10 +88,12 @@ def check_schema_limits(schema, limits: SchemaLimits, what: str = "json_schema")
             schema = json.loads(schema)
         except ValueError:
             schema = None  # a regex or grammar text: its size is what bounds it
-    enums = properties = 0
-    pending = [schema]
+    enums = properties = deepest = 0
+    pending = [(schema, 1)]
     while pending:
-        node = pending.pop()
+        node, depth = pending.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
         if isinstance(node, dict):
             if isinstance(node.get("enum"), list):
                 enums += len(node["enum"])
@@ -96,9 +101,12 @@ def check_schema_limits(schema, limits: SchemaLimits, what: str = "json_schema")
                 enums += 1
             if isinstance(node.get("properties"), dict):
                 properties += len(node["properties"])
-            pending.extend(node.values())
+            pending.extend((value, depth + 1) for value in node.values())
         elif isinstance(node, list):
-            pending.extend(node)
+            pending.extend((item, depth + 1) for item in node)
+    if deepest > limits.max_depth:
+        raise DossierError(f"{what} is nested {deepest:,} levels deep (JSON objects and arrays), over the limit of "
+                           f"{limits.max_depth:,} (dossier serve --max-schema-depth)")
     if enums > limits.max_enum_values:
         raise DossierError(f"{what} has {enums:,} enum values, over the limit of {limits.max_enum_values:,} "
                            "(dossier serve --max-schema-enum-values)")

@@ -51,6 +51,8 @@ class ServeConfig:
     max_schema_bytes: int = 64 * 1024
     max_schema_enum_values: int = 1024
     max_schema_properties: int = 1024
+    # ... and JSON objects and arrays nested in one another, levels (xgrammar's work grows with the depth's square).
+    max_schema_depth: int = 64
     # A request head (request line and headers) must arrive within this many seconds of the connection opening, or
     # of its first byte on a kept-alive connection, else the connection is closed (before any key check runs).
     head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
@@ -71,7 +73,7 @@ class ServeConfig:
             raise DossierError("give at least one non-empty served model name")
         for name in ("max_request_bytes", "max_image_bytes", "max_image_pixels", "max_images_per_request",
                      "max_request_pixels", "max_messages", "max_pinned_sessions", "reply_memory", "max_schema_bytes",
-                     "max_schema_enum_values", "max_schema_properties", "limit_concurrency"):
+                     "max_schema_enum_values", "max_schema_properties", "max_schema_depth", "limit_concurrency"):
             if getattr(self, name) < 1:
                 raise DossierError(f"{name} must be at least 1 (got {getattr(self, name)})")
         if self.head_timeout_s <= 0:
@@ -83,4 +85,5 @@ class ServeConfig:
 
     @property
     def schema_limits(self) -> SchemaLimits:
-        return SchemaLimits(self.max_schema_bytes, self.max_schema_enum_values, self.max_schema_properties)
+        return SchemaLimits(self.max_schema_bytes, self.max_schema_enum_values, self.max_schema_properties,
+                            self.max_schema_depth)
