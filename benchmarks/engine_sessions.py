@@ -221,8 +221,9 @@ def run_benchmark(
         else:
             loops[key] = PaddedLoop(hf_model, engine, workload, plan, measured, padded_batch)
     if ablations:  # the same weights, its own small KV pool, one sequence per forward step
-        one = Engine(engine.adapter, replace(config, max_num_seqs=1, kv_cache_gib=config.kv_cache_gib * measured
-                                             / workload.sessions + 0.05))
+        pool_gib = engine.runner.num_blocks * engine.runner.per_block / 2**30  # what the main engine got
+        one = Engine(engine.adapter, replace(config, max_num_seqs=1, num_kv_blocks=None,
+                                             kv_cache_gib=pool_gib * measured / workload.sessions + 0.05))
         _warm_up(one)
         loops["one_seq"] = EngineLoop(one, subset, plan[:measured])
         loops["one_seq"].label = "dossier, one sequence per forward step (no batching across sessions)"

@@ -119,6 +119,8 @@ def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out
     if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
         live.phase(f"loading model {model}")
     engine, settings, backend = engine_backend(model, engine_kwargs, settings, env)
+    if hasattr(engine, "pool_line"):
+        echo(engine.pool_line())  # how much conversation the pool holds, and where its size came from
     meta["observe"] = settings.observe  # what "auto" became for this model
     write_run_json(out, meta)
     progress = progress_callback(live, len(items))

@@ -12,8 +12,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DEVICE, DTYPE, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt, DtypeOpt, KvCacheOpt, ModelOpt,
-                                QuantizationOpt, ThreadsOpt, parse_threads, set_threads)
+from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt, DtypeOpt,
+                                GpuMemoryOpt, KvCacheOpt, ModelOpt, QuantizationOpt, ThreadsOpt, parse_threads,
+                                set_threads)
 
 __all__ = ["register"]
 
@@ -30,6 +31,7 @@ def chat(
     quantization: QuantizationOpt = None,
     threads: ThreadsOpt = THREADS,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
+    gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
 ) -> None:
     """Chat with a model; the conversation's KV cache is kept between turns.
 
@@ -48,7 +50,8 @@ def chat(
     cpu_threads = parse_threads(threads)  # None: adapt to the load
     if cpu_threads:
         set_threads(cpu_threads)
-    config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib, seed=seed, quantization=quantization,
+    config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib,
+                          gpu_memory_utilization=gpu_memory_utilization, seed=seed, quantization=quantization,
                           cpu_threads=cpu_threads)
     engine = Engine.from_pretrained(model, config)
     if engine.processor is None:

@@ -25,7 +25,7 @@ import typer
 __all__ = ["OutputFormat", "OcrChoice", "FormatOpt", "CorpusOpt", "DeviceOpt", "DtypeOpt", "KvCacheOpt", "ModelOpt",
            "OcrOpt", "QuantizationOpt", "ThreadsOpt", "AttentionOpt", "MaxBatchedTokensOpt", "LimitOpt",
            "corpus_opt", "device_opt", "kv_cache_opt", "threads_opt", "pip_extra", "rich_escape",
-           "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "ATTENTION", "MAX_BATCHED_TOKENS",
+           "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "GPU_MEMORY_UTILIZATION", "GpuMemoryOpt", "ATTENTION", "MAX_BATCHED_TOKENS",
            "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads", "stderr_console"]
 
 
@@ -115,16 +115,22 @@ def threads_opt(why: str = ""):
 
 ThreadsOpt = threads_opt()
 
-KV_CACHE_GIB = 2.0  # run, serve and chat: one engine, its pool bounds the longest conversation held
-_KV_CACHE_HELP = "KV-cache memory pool, GiB (it bounds the longest conversation held)."
+KV_CACHE_GIB = None  # EngineConfig's: sized from free memory on a GPU, kv_budget.CPU_KV_CACHE_GIB on a CPU
+_KV_CACHE_HELP = ("KV-cache memory pool, GiB (it bounds the longest conversation held). Default: on a GPU, "
+                  "--gpu-memory-utilization of the card less what is in use after a warm-up forward; on a CPU, 2 GiB.")
 
 
 def kv_cache_opt(why: str = ""):
     """--kv-cache-gib; `why` explains a command's own default."""
-    return Annotated[float, typer.Option("--kv-cache-gib", help=_with_reason(_KV_CACHE_HELP, why))]
+    return Annotated[float | None, typer.Option("--kv-cache-gib", help=_with_reason(_KV_CACHE_HELP, why))]
 
 
 KvCacheOpt = kv_cache_opt()
+
+GPU_MEMORY_UTILIZATION = 0.90  # EngineConfig's
+GpuMemoryOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="Share of the GPU's memory the engine "
+                                             "may use (weights, activations, CUDA graphs, KV pool), 0-1; sizes the KV "
+                                             "pool when --kv-cache-gib is not given. Ignored on a CPU.")]
 
 QuantizationOpt = Annotated[
     str | None,

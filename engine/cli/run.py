@@ -9,8 +9,8 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DEVICE, DTYPE, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt, DeviceOpt, DtypeOpt, FormatOpt,
-                                KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, emit_json,
+from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt, DeviceOpt, DtypeOpt, FormatOpt,
+                                GpuMemoryOpt, KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, emit_json,
                                 parse_threads, pip_extra, rich_escape)
 
 __all__ = ["register"]
@@ -35,6 +35,7 @@ def _run_options(
     stop_rule: Annotated[Path | None, typer.Option(help="A learned stop rule (`dossier train stop`): forces the "
                                                        "answer when it predicts more searching won't help.")] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
+    gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
     device: DeviceOpt = DEVICE,
     dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
@@ -111,7 +112,8 @@ def run_cmd(**options) -> None:
     kv_cache_gib, device, dtype, quantization, threads = (base[n] for n in ("kv_cache_gib", "device", "dtype",
                                                                             "quantization", "threads"))
     ray, workers, gpus_per_worker = base["ray"], base["workers"], base["gpus_per_worker"]
-    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, device=device, dtype=dtype, quantization=quantization,
+    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=base["gpu_memory_utilization"],
+                         device=device, dtype=dtype, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())

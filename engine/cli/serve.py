@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (ATTENTION, DEVICE, DTYPE, KV_CACHE_GIB, MAX_BATCHED_TOKENS, MODEL, THREADS,
-                                AttentionOpt, DeviceOpt, DtypeOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
+from engine.cli.options import (ATTENTION, DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MAX_BATCHED_TOKENS, MODEL, THREADS,
+                                AttentionOpt, DeviceOpt, DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
                                 QuantizationOpt, ThreadsOpt, pip_extra)
 
 __all__ = ["register"]
@@ -28,6 +28,7 @@ def serve(
                      "own name)."),
     ] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
+    gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
     max_batched_tokens: MaxBatchedTokensOpt = MAX_BATCHED_TOKENS,
     device: DeviceOpt = DEVICE,
     dtype: DtypeOpt = DTYPE,
@@ -102,7 +103,8 @@ def serve(
     threads = parse_threads(threads)  # None: adapt to the load
     if threads:
         set_threads(threads)
-    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, device=device,
+    engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,
+                         max_num_batched_tokens=max_batched_tokens, device=device,
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
                          cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout)
     if ray is not None:
@@ -123,9 +125,8 @@ def serve(
 
     def ready(url: str) -> None:
         typer.echo(f"dossier serve: {engine.adapter.name} at {url}/v1 (model names: {', '.join(names)})", err=True)
-        typer.echo(f"context {engine.adapter.shape.max_positions} tokens · KV pool "
-                   f"{stats['kv_blocks_total'] * stats['block_size']} tokens · attention {stats['attention_backend']} · "
-                   f"device {engine.runner.device} · Ctrl-C stops", err=True)
+        typer.echo(f"context {engine.adapter.shape.max_positions} tokens · {engine.pool_line()} · attention "
+                   f"{stats['attention_backend']} · device {engine.runner.device} · Ctrl-C stops", err=True)
 
     try:
         serve_forever(build_app(backend, config), config, on_ready=ready)

@@ -21,9 +21,16 @@ class EngineConfig:
     # Tokens per KV-cache block; the unit of allocation and of prefix sharing.
     # flash-attn's paged kernels need a multiple of 256 (the triton backend takes any size).
     block_size: int = 16
-    # Memory for the KV-cache pool, in GiB; the number of blocks is derived from it
-    # and the model shape. Ignored when `num_kv_blocks` is set.
-    kv_cache_gib: float = 4.0
+    # Memory for the KV-cache pool, in GiB; the number of blocks is derived from it and the model shape.
+    # None: on a GPU, `gpu_memory_utilization` of the card less what is in use after a warm-up forward; on a
+    # CPU, engine/core/kv_budget.py's CPU_KV_CACHE_GIB. Ignored when `num_kv_blocks` is set.
+    kv_cache_gib: float | None = None
+    # Share of the GPU's memory the engine may use (weights, activations, CUDA graphs, KV pool), 0-1; sizes the
+    # pool when `kv_cache_gib` is None.
+    gpu_memory_utilization: float = 0.90
+    # Longest conversation (prompt plus reply) the engine must hold, tokens; a pool too small for one such request
+    # is refused at start. None: the model's context or the pool, the smaller.
+    max_model_len: int | None = None
     # Exact size of the KV pool, in blocks (overrides `kv_cache_gib`); tests use
     # a small pool to force eviction and preemption.
     num_kv_blocks: int | None = None
@@ -79,8 +86,13 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.block_size < 1:
             raise DossierError(f"block_size must be >= 1 token (got {self.block_size})")
-        if self.kv_cache_gib <= 0:
-            raise DossierError(f"kv_cache_gib must be > 0 GiB (got {self.kv_cache_gib})")
+        if self.kv_cache_gib is not None and self.kv_cache_gib <= 0:
+            raise DossierError(f"kv_cache_gib must be > 0 GiB, or None to size the pool automatically "
+                               f"(got {self.kv_cache_gib})")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise DossierError(f"gpu_memory_utilization must be in (0, 1] (got {self.gpu_memory_utilization})")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise DossierError(f"max_model_len must be >= 1 token (got {self.max_model_len})")
         if self.num_kv_blocks is not None and self.num_kv_blocks < 2:
             raise DossierError(f"num_kv_blocks must be >= 2 (got {self.num_kv_blocks})")
         if self.max_num_batched_tokens < 1:

@@ -46,10 +46,13 @@ class Engine:
         self.adapter = adapter
         self.processor = adapter.processor
         self.stop_token_ids: set[int] = self.processor.stop_token_ids if self.processor else set()
-        num_blocks = kv_blocks_for_budget(adapter.shape, self.config, adapter.dtype)
+        device = next(adapter.parameters()).device.type
+        # the runner owns the cache: on a GPU with no size given it sizes the pool after a warm-up forward
+        self.runner = ModelRunner(adapter, self.config, kv_blocks_for_budget(adapter.shape, self.config, adapter.dtype,
+                                                                              device))
+        num_blocks = self.runner.num_blocks
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.block_manager)
-        self.runner = ModelRunner(adapter, self.config, num_blocks)
         on_cpu = self.runner.device.type == "cpu"
         self.threads = ThreadGovernor(self.config.cpu_threads) if on_cpu else None
         self.counters = Counters()
@@ -285,6 +288,14 @@ class Engine:
             return self._grammars
 
     # --- introspection -----------------------------------------------------------
+
+    def pool_line(self) -> str:
+        """The KV pool in tokens and GiB, where its size came from, and the longest conversation it holds."""
+        from engine.core.kv_budget import pool_line
+
+        runner = self.runner
+        return pool_line(runner.num_blocks, self.config.block_size, runner.per_block, runner.max_context,
+                         runner.sized_from)
 
     def stats(self) -> dict:
         """Engine-wide counters and the state of the KV block pool."""

@@ -13,11 +13,13 @@ rows of a CUDA-graph batch write to and read from, so they never touch a real se
 
 import logging
 
+import numpy as np
 import torch
 
 from engine.core.attention import AttentionBackend, AttentionMetadata, PagedAttention, make_backend, resolve_backend
 from engine.core.config import EngineConfig
 from engine.core.encoder_cache import EncoderCache
+from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory, bytes_per_block, explicit_blocks, longest_conversation
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
 from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem
@@ -27,13 +29,9 @@ __all__ = ["ModelRunner", "kv_blocks_for_budget"]
 log = logging.getLogger(__name__)
 
 
-def kv_blocks_for_budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
-    """Blocks that fit in `config.kv_cache_gib` (or exactly `config.num_kv_blocks`)."""
-    if config.num_kv_blocks is not None:
-        return config.num_kv_blocks
-    element = torch.empty((), dtype=dtype).element_size()
-    per_block = 2 * shape.num_layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
-    return max(2, int(config.kv_cache_gib * 2**30 // per_block))
+def kv_blocks_for_budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str = "cpu") -> int | None:
+    """Blocks of an explicitly sized pool, or None when the runner sizes it from free GPU memory."""
+    return explicit_blocks(shape, config, dtype, device)
 
 
 class ModelRunner:
@@ -42,11 +40,12 @@ class ModelRunner:
     Args:
         adapter: the model.
         config: engine settings (block size, attention backend, CUDA graphs).
-        num_blocks: KV blocks the block manager hands out.
+        num_blocks: KV blocks the block manager hands out; None (a GPU with no size given): sized from the
+            memory left after a warm-up forward at the largest prefill chunk (engine/core/kv_budget.py).
         backend: an attention backend to use instead of resolving `config.attention_backend` (tests).
     """
 
-    def __init__(self, adapter: ModelAdapter, config: EngineConfig, num_blocks: int,
+    def __init__(self, adapter: ModelAdapter, config: EngineConfig, num_blocks: int | None,
                  backend: AttentionBackend | None = None) -> None:
         self.adapter = adapter
         self.config = config
@@ -54,28 +53,66 @@ class ModelRunner:
         self.device = next(adapter.parameters()).device
         self.dtype = adapter.dtype
         self.block_size = config.block_size
-        self.num_blocks = num_blocks
-        self.scratch_block = num_blocks  # the extra block: padding rows of graph batches live there
         if backend is None:
             name = resolve_backend(config.attention_backend, self.device.type, config.block_size, self.dtype)
             backend = make_backend(name, shape, config.block_size, self.device, self.dtype)
         self.attention = backend
         self.backend = backend.name
-        cache_shape = (shape.num_layers, num_blocks + 1, config.block_size, shape.num_kv_heads, shape.head_dim)
-        self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
-        self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         self.encoder: EncoderCache | None = None
         if getattr(adapter, "vision", None) is not None:
             capacity = int(config.encoder_cache_gib * 2**30)
             self.encoder = EncoderCache(adapter, capacity, config.max_encoder_batch_patches)
+        self.per_block = bytes_per_block(shape, config, self.dtype)
+        self.sized_from = ("num_kv_blocks" if config.num_kv_blocks else "--kv-cache-gib" if config.kv_cache_gib
+                           else f"the CPU default of {CPU_KV_CACHE_GIB:g} GiB")
+        if num_blocks is None:
+            num_blocks = self._blocks_from_free_memory()
+            self.sized_from = f"{config.gpu_memory_utilization:.0%} of the GPU after a warm-up forward"
+        self._allocate(num_blocks)
+        self.longest = longest_conversation(shape.max_positions, num_blocks * config.block_size, config)
         self.graphs = None
         if self.device.type == "cuda" and config.cuda_graphs and backend.graphs:
             self.graphs = self._capture_graphs()
 
     @property
     def max_context(self) -> int:
-        """Longest context a sequence can reach: the model's limit or the pool's, tokens."""
-        return min(self.adapter.shape.max_positions, self.num_blocks * self.block_size)
+        """Longest context a sequence can reach: the model's limit or the pool's (or max_model_len), tokens."""
+        return self.longest
+
+    def _allocate(self, num_blocks: int) -> None:
+        """The KV cache of `num_blocks` blocks plus the scratch block (padding rows of graph batches live there)."""
+        shape = self.adapter.shape
+        self.num_blocks = num_blocks
+        self.scratch_block = num_blocks
+        self.k_cache = self.v_cache = None  # free a previous (warm-up) cache first
+        cache_shape = (shape.num_layers, num_blocks + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
+        self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
+        self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
+
+    @torch.inference_mode()
+    def _blocks_from_free_memory(self) -> int:
+        """Run one prefill of `max_num_batched_tokens` tokens on a temporary cache, then size the pool from what the
+        card has left (its activation peak, the decode graphs' logits and the encoder cache kept free)."""
+        tokens = self.config.max_num_batched_tokens
+        self._allocate(-(-tokens // self.block_size) + 1)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        self.forward_layout(_warm_up_layout(tokens, self.block_size, self.adapter.shape.position_dims))
+        torch.cuda.synchronize()
+        activation_peak = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
+        self.k_cache = self.v_cache = None
+        torch.cuda.empty_cache()
+        free, total = torch.cuda.mem_get_info()
+        graphs = self.config.cuda_graphs and self.attention.graphs
+        batch = min(self.config.max_num_seqs, self.config.cuda_graph_max_batch)
+        reserved = (batch * self.adapter.shape.vocab_size * 4 + 256 * 2**20) if graphs else 0  # logits + pool slack
+        if self.encoder is not None:
+            reserved += int(self.config.encoder_cache_gib * 2**30)
+        blocks = blocks_from_free_memory(total, free, activation_peak, reserved, self.per_block,
+                                         self.config.gpu_memory_utilization)
+        log.info("KV pool sized from free GPU memory: %d blocks (free %.1f of %.1f GiB, activation peak %.2f GiB, "
+                 "reserved %.2f GiB)", blocks, free / 2**30, total / 2**30, activation_peak / 2**30, reserved / 2**30)
+        return blocks
 
     @torch.inference_mode()
     def _capture_graphs(self):
@@ -125,3 +162,16 @@ def _pending_items(chunks: list[Chunk]) -> list[MultimodalItem]:
         stop = chunk.start + chunk.length
         pending.extend(item for start, item in chunk.request.seq.mm_items if start >= stop)
     return pending
+
+
+def _warm_up_layout(tokens: int, block_size: int, position_dims: int) -> StepLayout:
+    """One sequence prefilling `tokens` tokens from position 0 into blocks 0.. of a cache (the profiling step)."""
+    positions = np.arange(tokens, dtype=np.int64)
+    if position_dims > 1:
+        positions = np.tile(positions, (position_dims, 1))
+    blocks = -(-tokens // block_size)
+    return StepLayout(input_ids=np.zeros(tokens, dtype=np.int64), positions=positions,
+                      slot_mapping=np.arange(tokens, dtype=np.int64), cu_seqlens_q=np.array([0, tokens], dtype=np.int32),
+                      context_lens=np.array([tokens], dtype=np.int32),
+                      block_tables=np.arange(blocks, dtype=np.int32)[None, :], sample_rows=np.array([tokens - 1]),
+                      max_q_len=tokens, max_context_len=tokens)

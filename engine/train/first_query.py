@@ -140,7 +140,7 @@ def compare_first_queries(corpus: Path, items: list[Question], k: int, rank, que
         documents = [d.id for d in CorpusStore(corpus).documents()]
         for lora in ([None, adapter] if adapter is not None else [None]):
             label = f"{model} + {lora}" if lora else model
-            engine = Engine.from_pretrained(model, EngineConfig(kv_cache_gib=1.0, lora=str(lora) if lora else None))
+            engine = Engine.from_pretrained(model, EngineConfig(lora=str(lora) if lora else None))
             def report(done, total, label=label):
                 if progress:
                     progress(label, done, total)

@@ -66,7 +66,7 @@ def measure_first_queries(model: str, lora: str | None, agent: AgentSettings, en
     from engine.core.llm_engine import Engine
     from engine.train.first_query import generate_first_queries, score_queries
 
-    engine = Engine.from_pretrained(model, EngineConfig(lora=lora, **(engine_config or {"kv_cache_gib": 1.0})))
+    engine = Engine.from_pretrained(model, EngineConfig(lora=lora, **(engine_config or {})))
     documents = env.documents if agent.cite_known_documents else None
     out = {}
     for side, items in questions.items():

@@ -196,3 +196,54 @@ def test_finding11_graph_steps_plan_attention_for_the_batch_context_not_the_mode
     assert set(planned) == {context_buckets(runner.max_context, 4)[0]}, planned
     assert max(planned) < runner.max_context // 4
     assert context_buckets(32768, 16) == [4096, 8192, 16384, 32768] and context_buckets(100, 16) == [16, 32, 64, 100]
+
+
+def test_finding5_the_pool_is_sized_from_free_gpu_memory_after_a_warm_up(tiny_llama, monkeypatch):
+    """A fixed 2 GiB pool held ~16k tokens of Llama-3.1-8B on an 80 GB card. With no size given on a GPU, the
+    runner runs one prefill at the largest chunk, then sizes the pool from what the card has left; here the CUDA
+    memory calls are played by a fake 8 GiB card and the warm-up really runs (on the CPU)."""
+    from engine.core import model_runner
+    from engine.core.model_runner import ModelRunner
+    from models.loading import load_adapter
+
+    gib = 2**30
+    card = {"allocated": int(0.5 * gib), "peak": 0}
+    fake = {
+        "synchronize": lambda: None, "empty_cache": lambda: None,
+        "reset_peak_memory_stats": lambda: card.update(peak=card["allocated"]),
+        "max_memory_allocated": lambda: card["allocated"] + int(0.25 * gib),  # the warm-up's activations
+        "memory_allocated": lambda: card["allocated"],
+        "mem_get_info": lambda: (6 * gib, 8 * gib),  # 2 GiB in use (weights, another process)
+    }
+    for name, value in fake.items():
+        monkeypatch.setattr(model_runner.torch.cuda, name, value)
+    warmed = []
+    real_forward = ModelRunner.forward_layout
+    monkeypatch.setattr(ModelRunner, "forward_layout",
+                        lambda self, layout, pending=(): warmed.append(layout.num_tokens) or real_forward(self, layout))
+    adapter = load_adapter(str(tiny_llama[0]), dtype=torch.float32)
+    config = EngineConfig(block_size=4, max_num_batched_tokens=64, cuda_graphs=False, attention_backend="sdpa")
+    runner = ModelRunner(adapter, config, None)
+    assert warmed == [64], "the pool must be sized after a warm-up forward at the largest prefill chunk"
+    expected = (int(8 * gib * 0.90) - 2 * gib - int(0.25 * gib)) // runner.per_block
+    assert runner.num_blocks == expected and runner.k_cache.shape[1] == expected + 1
+    assert "90% of the GPU" in runner.sized_from
+
+
+def test_finding5_one_default_and_a_load_line_with_the_longest_conversation(tiny_llama):
+    from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory
+
+    assert EngineConfig().kv_cache_gib is None and EngineConfig().gpu_memory_utilization == 0.90
+    engine = Engine.from_pretrained(str(tiny_llama[0]), EngineConfig(block_size=4, dtype="float32"))
+    per_block = engine.runner.per_block
+    assert engine.runner.num_blocks == int(CPU_KV_CACHE_GIB * 2**30 // per_block)
+    line = engine.pool_line()
+    assert f"KV pool {engine.runner.num_blocks * 4:,} tokens" in line and "longest conversation" in line
+    with pytest.raises(DossierError, match="no GPU memory left for the KV cache.*--gpu-memory-utilization"):
+        blocks_from_free_memory(80 * 2**30, 8 * 2**30, 2**30, 2**30, 2**20, 0.9)
+
+
+def test_finding5_a_pool_too_small_for_max_model_len_is_refused_at_start(tiny_llama):
+    with pytest.raises(DossierError, match="KV pool holds 32 tokens, less than one request of max_model_len 64.*"
+                                           "--kv-cache-gib"):
+        Engine.from_pretrained(str(tiny_llama[0]), EngineConfig(block_size=4, num_kv_blocks=8, max_model_len=64))

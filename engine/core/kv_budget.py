@@ -1,0 +1,93 @@
+"""How many KV blocks the pool gets: an explicit size, the CPU default, or what the GPU has free.
+
+On a GPU the pool is sized as vLLM and nano-vllm size it: after the weights are loaded and one
+warm-up forward at the largest prefill chunk has run, `gpu_memory_utilization` of the card,
+minus everything already in use (this process and others), minus the warm-up's activation peak,
+minus what the decode CUDA graphs and the encoder cache will take, becomes KV blocks. On a CPU
+(no free-memory reading that means anything on a shared machine) the pool is `CPU_KV_CACHE_GIB`.
+`EngineConfig.kv_cache_gib` or `num_kv_blocks` override both.
+
+The longest conversation the engine takes is the model's context or what the pool holds, the
+smaller (`longest_conversation`); with `EngineConfig.max_model_len` set, a pool that cannot hold
+one request of that length is refused at start, naming the numbers and the flag to change.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.core.config import EngineConfig
+from models.base import ModelShape
+from tools.errors import DossierError
+
+__all__ = ["CPU_KV_CACHE_GIB", "bytes_per_block", "blocks_from_free_memory", "explicit_blocks", "longest_conversation",
+           "pool_line"]
+
+CPU_KV_CACHE_GIB = 2.0  # the pool on a CPU when no size is given (every command: run, serve, chat, train, eval)
+
+
+def bytes_per_block(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
+    """Bytes one KV block takes over every layer (keys and values)."""
+    element = torch.empty((), dtype=dtype).element_size()
+    return 2 * shape.num_layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
+
+
+def explicit_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> int | None:
+    """Blocks of an explicitly sized pool (`num_kv_blocks`, `kv_cache_gib`, or the CPU default); None on a GPU
+    with no size given: the runner sizes it from free memory after its warm-up."""
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks
+    gib = config.kv_cache_gib
+    if gib is None:
+        if device == "cuda":
+            return None
+        gib = CPU_KV_CACHE_GIB
+    return max(2, int(gib * 2**30 // bytes_per_block(shape, config, dtype)))
+
+
+def blocks_from_free_memory(total: int, free: int, activation_peak: int, reserved: int, per_block: int,
+                            utilization: float) -> int:
+    """KV blocks that fit in `utilization` of a card of `total` bytes with `free` bytes free now.
+
+    Args:
+        total, free: `torch.cuda.mem_get_info()`'s answer (bytes), after the weights and the warm-up.
+        activation_peak: how far the warm-up forward rose above what stays allocated (bytes): steps need it again.
+        reserved: what is allocated later and must stay free: the CUDA-graph pool, the encoder cache (bytes).
+        per_block: `bytes_per_block`.
+        utilization: the share of the card Dossier may use (`--gpu-memory-utilization`).
+
+    Raises:
+        DossierError: nothing is left for the KV cache (the numbers and the flags to change).
+    """
+    in_use = total - free
+    budget = int(total * utilization) - in_use - activation_peak - reserved
+    blocks = budget // per_block
+    if blocks < 2:
+        gib = 2**30
+        raise DossierError(
+            f"no GPU memory left for the KV cache: {utilization:.0%} of the card's {total / gib:.1f} GiB is "
+            f"{total * utilization / gib:.1f} GiB, of which {in_use / gib:.1f} GiB is in use (weights and other "
+            f"processes), {activation_peak / gib:.2f} GiB is the forward's activations and {reserved / gib:.2f} GiB "
+            "is kept for CUDA graphs and encoded images; raise --gpu-memory-utilization, lower --max-batched-tokens, "
+            "quantise the model (--quantization) or free the card")
+    return blocks
+
+
+def longest_conversation(max_positions: int, pool_tokens: int, config: EngineConfig) -> int:
+    """Tokens the longest conversation may reach: the model's context or the pool, the smaller; `max_model_len`
+    when set (refused here when the pool cannot hold one request of it)."""
+    if config.max_model_len is None:
+        return min(max_positions, pool_tokens)
+    if config.max_model_len > max_positions:
+        raise DossierError(f"max_model_len {config.max_model_len} exceeds the model's {max_positions}-token context")
+    if config.max_model_len > pool_tokens:
+        raise DossierError(f"the KV pool holds {pool_tokens} tokens, less than one request of max_model_len "
+                           f"{config.max_model_len}; raise --kv-cache-gib (or --gpu-memory-utilization on a GPU) or "
+                           "lower --max-model-len")
+    return config.max_model_len
+
+
+def pool_line(num_blocks: int, block_size: int, per_block: int, longest: int, sized_from: str) -> str:
+    """The load line: the pool in tokens and GiB, where its size came from, and the longest conversation."""
+    return (f"KV pool {num_blocks * block_size:,} tokens ({num_blocks * per_block / 2**30:.2f} GiB, {sized_from}); "
+            f"longest conversation {longest:,} tokens")
