@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt, DtypeOpt,
-                                GpuMemoryOpt, KvCacheOpt, ModelOpt, QuantizationOpt, ThreadsOpt, parse_threads,
-                                set_threads)
+from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt,
+                                DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxModelLenOpt, ModelOpt, QuantizationOpt, ThreadsOpt,
+                                parse_threads, set_threads)
 
 __all__ = ["register"]
 
@@ -32,6 +32,7 @@ def chat(
     threads: ThreadsOpt = THREADS,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
+    max_model_len: MaxModelLenOpt = None,
 ) -> None:
     """Chat with a model; the conversation's KV cache is kept between turns.
 
@@ -51,7 +52,8 @@ def chat(
     if cpu_threads:
         set_threads(cpu_threads)
     config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib,
-                          gpu_memory_utilization=gpu_memory_utilization, seed=seed, quantization=quantization,
+                          gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, seed=seed,
+                          quantization=quantization,
                           cpu_threads=cpu_threads)
     engine = Engine.from_pretrained(model, config)
     if engine.processor is None:

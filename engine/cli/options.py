@@ -25,7 +25,7 @@ import typer
 __all__ = ["OutputFormat", "OcrChoice", "FormatOpt", "CorpusOpt", "DeviceOpt", "DtypeOpt", "KvCacheOpt", "ModelOpt",
            "OcrOpt", "QuantizationOpt", "ThreadsOpt", "AttentionOpt", "MaxBatchedTokensOpt", "LimitOpt",
            "corpus_opt", "device_opt", "kv_cache_opt", "threads_opt", "pip_extra", "rich_escape",
-           "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "GPU_MEMORY_UTILIZATION", "GpuMemoryOpt", "ATTENTION", "MAX_BATCHED_TOKENS",
+           "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "GPU_MEMORY_UTILIZATION", "GpuMemoryOpt", "MaxModelLenOpt", "ATTENTION", "MAX_BATCHED_TOKENS",
            "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads", "stderr_console"]
 
 
@@ -126,6 +126,11 @@ def kv_cache_opt(why: str = ""):
 
 
 KvCacheOpt = kv_cache_opt()
+
+MaxModelLenOpt = Annotated[int | None, typer.Option("--max-model-len", help="Longest conversation (prompt plus "
+                                                    "reply) the engine must hold, tokens; a KV pool too small for one "
+                                                    "is refused at start. Default: the model's context or the pool, "
+                                                    "the smaller.")]
 
 GPU_MEMORY_UTILIZATION = 0.90  # EngineConfig's
 GpuMemoryOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="Share of the GPU's memory the engine "

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt, DeviceOpt, DtypeOpt, FormatOpt,
-                                GpuMemoryOpt, KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, emit_json,
+                                GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, emit_json,
                                 parse_threads, pip_extra, rich_escape)
 
 __all__ = ["register"]
@@ -36,6 +36,7 @@ def _run_options(
                                                        "answer when it predicts more searching won't help.")] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
+    max_model_len: MaxModelLenOpt = None,
     device: DeviceOpt = DEVICE,
     dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
@@ -113,6 +114,7 @@ def run_cmd(**options) -> None:
                                                                             "quantization", "threads"))
     ray, workers, gpus_per_worker = base["ray"], base["workers"], base["gpus_per_worker"]
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=base["gpu_memory_utilization"],
+                         max_model_len=base["max_model_len"],
                          device=device, dtype=dtype, quantization=quantization,
                          cpu_threads=parse_threads(threads))
     if adapter is not None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import (ATTENTION, DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MAX_BATCHED_TOKENS, MODEL, THREADS,
-                                AttentionOpt, DeviceOpt, DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
+                                AttentionOpt, DeviceOpt, DtypeOpt, GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
                                 QuantizationOpt, ThreadsOpt, pip_extra)
 
 __all__ = ["register"]
@@ -29,6 +29,7 @@ def serve(
     ] = None,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
+    max_model_len: MaxModelLenOpt = None,
     max_batched_tokens: MaxBatchedTokensOpt = MAX_BATCHED_TOKENS,
     device: DeviceOpt = DEVICE,
     dtype: DtypeOpt = DTYPE,
@@ -104,6 +105,7 @@ def serve(
     if threads:
         set_threads(threads)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,
+                         max_model_len=max_model_len,
                          max_num_batched_tokens=max_batched_tokens, device=device,
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
                          cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout)
