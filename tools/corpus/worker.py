@@ -2,11 +2,16 @@
 
 A PDF can be built to make MuPDF work forever inside one C call (Form XObjects that each draw
 the one below twice: 2^depth text runs from 8 KB), which no signal or thread in the same process
-can stop. So every page's text, render and OCR runs in a `BoundedWorker`: a spawned process with
+can stop. So every page's text, render and OCR runs in a `BoundedWorker`: a child process with
 an address-space limit (RLIMIT_AS: an allocation beyond it fails, MuPDF reports it, the job
 fails instead of the machine swapping), and a wall-clock deadline per job after which the
 parent kills the process and starts a fresh one for the next job. A CPU-time limit (RLIMIT_CPU)
 per job is the backstop when the parent itself is killed: an orphaned worker stops on its own.
+
+The child is a fresh interpreter started with subprocess (not multiprocessing's spawn, which
+re-imports the caller's `__main__`: ~0.15 s of CLI imports per worker, and a RuntimeError in a
+script without an `if __name__ == "__main__"` guard); they talk over a socket pair through
+multiprocessing's `Connection`, so jobs and results travel pickled.
 
     worker = BoundedWorker(memory_mb=4096)
     status, value = worker.call(read_pdf, ("report.pdf",), timeout_s=120)   # "ok", "timeout", "crash", ...
@@ -19,13 +24,16 @@ threads); `tools/corpus/pool.py` runs many jobs on several workers at once.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
 
 from tools.errors import DossierError
 
@@ -66,7 +74,7 @@ def memory_exhausted(err: BaseException) -> bool:
 
 
 class BoundedWorker:
-    """One spawned process that runs jobs one at a time, each under a deadline; restarted when killed.
+    """One child process that runs jobs one at a time, each under a deadline; restarted when killed.
 
     Not thread-safe: one thread uses a worker at a time (`WorkerPool` lends them).
 
@@ -89,7 +97,7 @@ class BoundedWorker:
     # -- one job at a time, asynchronously (the pool waits on many workers' `conn`) ---------------
     def submit(self, fn: Callable, args: tuple, timeout_s: float) -> None:
         """Start `fn(*args)` in the process (starting the process first when there is none)."""
-        if self.process is None or not self.process.is_alive():
+        if self.process is None or self.process.poll() is not None:
             self._start(fn)
         self.conn.send(("job", fn, args, timeout_s))
         self._timeout_s = timeout_s
@@ -121,7 +129,7 @@ class BoundedWorker:
         """Stop the process now (it is stuck in a job); the next `submit` starts a fresh one."""
         if self.process is not None:
             self.process.kill()
-            self.process.join(5)
+            self.process.wait(5)
             self.conn.close()
         self.process, self.conn, self.deadline, self._initialising = None, None, math.inf, False
 
@@ -131,7 +139,10 @@ class BoundedWorker:
             return
         if self.deadline == math.inf and not self._initialising:
             self.conn.close()
-            self.process.join(2)
+            try:
+                self.process.wait(2)
+            except subprocess.TimeoutExpired:
+                pass
         self.kill()
 
     # -- one job, blocking ----------------------------------------------------------------------
@@ -148,15 +159,20 @@ class BoundedWorker:
                 return "timeout", timeout_s
 
     def _start(self, fn: Callable) -> None:
-        context = multiprocessing.get_context("spawn")  # fork would copy a server's threads and locks
-        self.conn, child = context.Pipe()
+        # a fresh interpreter, never a fork: fork would copy a server's threads and locks
+        ours, theirs = socket.socketpair()
         memory_bytes = self.memory_mb << 20 if self.memory_mb else 0
-        process = context.Process(target=_serve, args=(child, memory_bytes), daemon=True, name="dossier-pdf-worker")
+        root = str(Path(__file__).resolve().parents[2])  # this checkout's `tools`, then the caller's path
+        paths = [root] + [path for path in sys.path if path and path != root]
+        code = (f"import sys; sys.path[:0] = {paths!r}; from tools.corpus.worker import _serve; "
+                f"_serve({theirs.fileno()}, {memory_bytes})")
         try:
-            process.start()
+            # stdout goes to stderr: a worker's stray print must not corrupt `--format json` output
+            self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=(theirs.fileno(),),
+                                            stdin=subprocess.DEVNULL, stdout=2)
         finally:
-            child.close()
-        self.process = process
+            theirs.close()
+        self.conn = Connection(ours.detach())
         self._started = time.monotonic()
         self._initialising = True
         # `fn` travels by reference: unpickling it imports its module (pymupdf, numpy) before "ready", so
@@ -164,8 +180,7 @@ class BoundedWorker:
         self.conn.send(("init", self.initializer, (fn, *self.initargs), INIT_TIMEOUT_S))
 
     def _reap(self) -> str:
-        self.process.join(5)
-        code = self.process.exitcode
+        code = self.process.wait(5)
         self.conn.close()
         self.process, self.conn, self.deadline, self._initialising = None, None, math.inf, False
         if code is not None and code < 0:
@@ -213,9 +228,13 @@ class WorkerPool:
 
 
 # -- the worker process ----------------------------------------------------------------------------
-def _serve(conn, memory_bytes: int) -> None:
-    """The process's loop: set the limits, then run each job it is sent and send back its outcome."""
+def _serve(fd: int, memory_bytes: int) -> None:
+    """The process's loop: set the limits, then run each job it is sent on `fd` and send back its outcome."""
     import resource
+    import signal
+
+    conn = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops its workers
 
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")  # one job at a time; BLAS threads would each reserve address space
