@@ -95,6 +95,11 @@ class BoundedWorker:
         self._started = 0.0  # monotonic time the process was started
 
     # -- one job at a time, asynchronously (the pool waits on many workers' `conn`) ---------------
+    def prepare(self, fn: Callable) -> None:
+        """Start the process now and import `fn`'s module there, while the caller does other work."""
+        if self.process is None or self.process.poll() is not None:
+            self._start(fn)
+
     def submit(self, fn: Callable, args: tuple, timeout_s: float) -> None:
         """Start `fn(*args)` in the process (starting the process first when there is none)."""
         if self.process is None or self.process.poll() is not None:

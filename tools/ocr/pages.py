@@ -208,8 +208,13 @@ class OcrStep:
         if self.progress:
             self.progress(0, len(jobs), name)
         if workers <= 1:
-            backend = get_backend(name, language=self.settings.language, timeout_s=self.settings.timeout_s)
             drawer = _BoundedRender(BoundedWorker(self.settings.memory_mb))
+            drawer.worker.prepare(_render_job)  # starts while the backend loads here
+            try:
+                backend = get_backend(name, language=self.settings.language, timeout_s=self.settings.timeout_s)
+            except BaseException:
+                drawer.worker.close()
+                raise
             try:
                 for job in jobs:
                     finished(job, _inline(backend, job, self.settings, drawer))
