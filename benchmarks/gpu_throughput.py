@@ -65,9 +65,10 @@ def _round(engine: Engine, batch: int, prompt: int, decode: int, seed: int) -> d
     return result
 
 
-def measure(model: str, batches: list[int], prompt: int = 512, decode: int = 64, kv_cache_gib: float = 16.0,
+def measure(model: str, batches: list[int], prompt: int = 512, decode: int = 64, kv_cache_gib: float | None = None,
             attention: str = "auto", progress=None) -> dict:
-    """Prefill and decode tok/s of `model` (a random-weight shape) at each batch size, bf16 on CUDA."""
+    """Prefill and decode tok/s of `model` (a random-weight shape) at each batch size, bf16 on CUDA; the KV pool
+    sized from free memory unless `kv_cache_gib` is given (its tokens are recorded)."""
     say = progress or (lambda _msg: None)
     config = EngineConfig(device="cuda", dtype="bfloat16", kv_cache_gib=kv_cache_gib, attention_backend=attention,
                           max_num_seqs=max(batches), max_num_batched_tokens=8192,
@@ -83,6 +84,7 @@ def measure(model: str, batches: list[int], prompt: int = 512, decode: int = 64,
         say(f"{model}: {rows[-1]}")
     return {"model": model, "attention_backend": engine.stats()["attention_backend"],
             "cuda_graphs": engine.runner.graphs is not None, "load_and_capture_s": round(load_s, 1),
+            "kv_pool": engine.pool_line(), "kv_pool_tokens": engine.runner.num_blocks * engine.config.block_size,
             "decode_tokens": decode, "rows": rows,
             "peak_gpu_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)}
 

@@ -1,8 +1,17 @@
-"""Helpers of scripts/gpu_check.sh: the environment record, the dry-run check, the final JSON.
+"""Helpers of scripts/gpu_check.sh: the wheels to carry, the gpu test files, the environment, the report.
 
-    python scripts/gpu_check_report.py environment     # GPU, driver, versions as one JSON line
-    python scripts/gpu_check_report.py check           # dry run: every step's code is here and importable
-    python scripts/gpu_check_report.py assemble OUT    # OUT/*.out, *.status, gpu-tests.xml -> OUT/gpu_check.json
+    python scripts/gpu_check_report.py prepare .gpu-wheels       # download the carried wheels (CPU machine, registry)
+    python scripts/gpu_check_report.py gpu-test-files            # the test files that hold gpu-marked tests
+    python scripts/gpu_check_report.py environment               # GPU, driver, versions as one JSON line
+    python scripts/gpu_check_report.py check                     # dry run: every step's code importable, tests collect
+    python scripts/gpu_check_report.py assemble WORK OUT         # WORK/*.out + OUT/gpu-tests.xml -> OUT/gpu_check.json
+
+The GPU test machine (Python 3.12, torch 2.11 + CUDA 13, triton 3.6, transformers 5.17, numba, safetensors,
+tokenizers, accelerate, peft, pandas, pillow, pytest, typer) reaches no registry: what the gpu tests and
+benchmarks need beyond it travels as wheels in the working tree, downloaded here by `prepare` for CPython 3.12
+on manylinux x86-64. Only what a step imports is carried (bm25s: the search paths); PyMuPDF (69 MB), vLLM,
+flash-attn (no binary wheel), bitsandbytes and the bundled MiniLM do not fit the 64 MiB a call may carry, and
+the tests that need them skip with that reason.
 """
 
 from __future__ import annotations
@@ -16,16 +25,76 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# What each step runs (modules imported, files executed), checked by `check`.
+IMAGE_PYTHON = "3.12"  # the GPU test machine's interpreter
+CARRIED = {"bm25s": "0.3.16"}  # name -> version, pinned as pyproject pins them
+WHEEL_BUDGET_MIB = 40
+# What each step imports, checked by `check`.
 STEP_MODULES = {
     "environment": [],
     "tests": ["pytest"],
     "throughput": ["benchmarks.gpu_throughput"],
-    "vs_vllm": ["benchmarks.engine_sessions", "engine.cli.bench"],
+    "agent_vs_hf": ["benchmarks.engine_sessions", "engine.cli.bench"],
     "maxsim": ["benchmarks.workloads.maxsim_bench"],
     "bm25": ["benchmarks.workloads.bm25_bench", "kernels.bm25_triton"],
 }
-STEP_FILES = ["benchmarks/bench_maxsim.py", "benchmarks/vllm_peer.py", "scripts/gpu_check.sh"]
+STEP_FILES = ["benchmarks/bench_maxsim.py", "scripts/gpu_check.sh"]
+_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+              "manylinux1_x86_64"]
+
+
+def gpu_test_files() -> list[str]:
+    """Test files holding gpu-marked tests, found by reading them (importing them is what must not be needed)."""
+    return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")
+                  if "pytest.mark.gpu" in path.read_text(errors="replace"))
+
+
+def installs_on_image(wheel: str) -> bool:
+    """Whether a wheel file name's tags admit CPython 3.12 on x86-64 Linux (name-version[-build]-py-abi-platform)."""
+    python, abi, platform = wheel[:-len(".whl")].split("-")[-3:]
+    minor = int(IMAGE_PYTHON.split(".")[1])
+
+    def python_ok(tag: str) -> bool:
+        if tag in ("py3", "py2.py3") or tag.startswith("py3"):
+            return True
+        if tag.startswith("cp3") and tag[3:].isdigit():
+            return int(tag[3:]) == minor or (abi == "abi3" and int(tag[3:]) <= minor)
+        return False
+
+    platform_ok = all(p == "any" or (p.endswith("x86_64") and "linux" in p) for p in platform.split("."))
+    return any(python_ok(tag) for tag in python.split(".")) and platform_ok
+
+
+def prepare(folder: Path) -> int:
+    """Download the carried wheels for the image's Python; refuse one that would not install there."""
+    folder = ROOT / folder if not folder.is_absolute() else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.whl"):
+        old.unlink()
+    platforms = [arg for platform in _PLATFORMS for arg in ("--platform", platform)]
+    wanted = [f"{name}=={version}" for name, version in CARRIED.items()]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version",
+               IMAGE_PYTHON, "--implementation", "cp", *platforms, "-d", str(folder), *wanted]
+    print("downloading:", " ".join(wanted), flush=True)
+    if subprocess.run(command).returncode != 0:
+        print("pip could not download the wheels (no registry here?)", file=sys.stderr)
+        return 1
+    wheels = sorted(folder.glob("*.whl"))
+    for wheel in wheels:
+        if not installs_on_image(wheel.name):
+            print(f"refusing {wheel.name}: it does not install on the GPU machine's CPython {IMAGE_PYTHON} "
+                  "(x86-64 manylinux)", file=sys.stderr)
+            return 1
+    size = sum(w.stat().st_size for w in wheels) / 2**20
+    if size > WHEEL_BUDGET_MIB:
+        print(f"the wheels take {size:.1f} MiB, over the {WHEEL_BUDGET_MIB} MiB budget", file=sys.stderr)
+        return 1
+    relative = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+    for wheel in wheels:
+        print(f"  {wheel.name} ({wheel.stat().st_size / 2**20:.2f} MiB)")
+    print(f"carry: [\"{relative}\"]")
+    print("command: scripts/gpu_check.sh   (on the GPU machine, with a time limit of 420 s: a second run fits)")
+    print(f"wheels: {relative} ({len(wheels)} files, {size:.2f} MiB)")
+    return 0
 
 
 def environment() -> dict:
@@ -60,7 +129,8 @@ def environment() -> dict:
 
 
 def check() -> int:
-    """Dry run: every module a step imports is importable, every file it runs exists, the gpu tests collect."""
+    """Dry run: every module a step imports is importable, every file it runs exists, the gpu tests collect from
+    their own files (an optional import elsewhere in tests/ must not stop them)."""
     sys.path.insert(0, str(ROOT))
     problems = []
     for step, modules in STEP_MODULES.items():
@@ -70,17 +140,13 @@ def check() -> int:
             except Exception as error:
                 problems.append(f"{step}: cannot import {module}: {type(error).__name__}: {error}")
     problems += [f"missing file {name}" for name in STEP_FILES if not (ROOT / name).is_file()]
-    from engine.cli.bench import bench_engine
-
-    if "vllm_python" not in bench_engine.__code__.co_varnames:
-        problems.append("vs_vllm: `dossier bench engine` has no --vllm-python option")
-    collect = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu",
-                              "-p", "no:cacheprovider", "tests"], cwd=ROOT, capture_output=True, text=True)
+    files = gpu_test_files()
+    collect = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-o", "addopts=",
+                              "-p", "no:cacheprovider", *files], cwd=ROOT, capture_output=True, text=True)
     tests = [line for line in collect.stdout.splitlines() if "::" in line]
-    if collect.returncode not in (0, 5) or not tests:
-        problems.append(f"tests: collecting the gpu-marked tests failed: {collect.stdout[-500:]}{collect.stderr[-500:]}")
-    files = sorted({t.split("::")[0] for t in tests})
-    print(f"[dry-run] tests: {len(tests)} gpu-marked tests collected in {len(files)} files: {', '.join(files)}")
+    if collect.returncode != 0 or not tests:
+        problems.append(f"tests: collecting the gpu-marked tests failed: {collect.stdout[-800:]}{collect.stderr[-500:]}")
+    print(f"[dry-run] tests: {len(tests)} gpu-marked tests collected from {len(files)} files: {', '.join(files)}")
     for problem in problems:
         print(f"[dry-run] PROBLEM {problem}", file=sys.stderr)
     print(f"[dry-run] {'every step is ready' if not problems else f'{len(problems)} problems'}")
@@ -128,20 +194,22 @@ def _tests(xml: Path) -> dict | None:
     return {**counts, "cases": cases}
 
 
-def assemble(out: Path) -> None:
+def assemble(work: Path, out: Path) -> None:
+    """gpu_check.json from the steps run so far (rewritten after every step, so a killed run still reports)."""
     steps = {}
-    for line in (out / "steps.tsv").read_text().splitlines():
+    for line in (work / "steps.tsv").read_text().splitlines():
         name, status, seconds, limit = line.split("\t")
-        log = out / f"{name}.log"
-        entry = {"status": status, "seconds": int(seconds), "limit_s": int(limit),
-                 "result": _last_json(out / f"{name}.out")}
-        if status != "ok" and log.is_file():
-            entry["log_tail"] = log.read_text(errors="replace")[-2000:]
+        raw = work / f"{name}.out"
+        entry = {"status": status, "seconds": int(seconds), "limit_s": int(limit), "result": _last_json(raw)}
+        if raw.is_file():
+            entry["log_tail"] = raw.read_text(errors="replace")[-1500 if status == "ok" else -4000:]
         steps[name] = entry
-    report = {"steps": steps, "tests": _tests(out / "gpu-tests.xml"),
-              "environment": (steps.get("environment") or {}).get("result"),
+    report = {"environment": (steps.get("environment") or {}).get("result"),
+              "tests": _tests(out / "gpu-tests.xml"), "steps": steps,
               "seconds_total": sum(s["seconds"] for s in steps.values())}
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=2))
+    partial = out / "gpu_check.json.part"
+    partial.write_text(json.dumps(report, indent=1))
+    partial.replace(out / "gpu_check.json")
 
 
 def main() -> None:
@@ -150,8 +218,12 @@ def main() -> None:
         print(json.dumps(environment()))
     elif command == "check":
         sys.exit(check())
-    elif command == "assemble" and len(sys.argv) == 3:
-        assemble(Path(sys.argv[2]))
+    elif command == "gpu-test-files":
+        print(" ".join(gpu_test_files()))
+    elif command == "prepare" and len(sys.argv) == 3:
+        sys.exit(prepare(Path(sys.argv[2])))
+    elif command == "assemble" and len(sys.argv) == 4:
+        assemble(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
         sys.exit(__doc__)
 
