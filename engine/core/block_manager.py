@@ -17,6 +17,7 @@ step reads the cache (`engine/core/attention.py` does, layer by layer).
 
 from collections import OrderedDict
 
+from engine.core.block_table import BlockTable
 from engine.core.sequence import Sequence
 
 __all__ = ["BlockManager"]
@@ -147,7 +148,7 @@ class BlockManager:
             assert self.ref_counts[block] >= 0, "block freed twice"
             if self.ref_counts[block] == 0:
                 self.free[block] = None
-        seq.block_table = []
+        seq.block_table = BlockTable()
         seq.block_hashes = []
         seq.num_computed_tokens = 0
 

@@ -10,6 +10,7 @@ int32 array (tokens, dims), so a step slices them instead of walking Python list
 
 import numpy as np
 
+from engine.core.block_table import BlockTable
 from models.base import MultimodalItem
 
 __all__ = ["Sequence"]
@@ -43,7 +44,7 @@ class Sequence:
         self.next_position = 0  # position of the next appended token
         self.mm_items: list[tuple[int, MultimodalItem]] = []  # (absolute first token, item)
         self.num_computed_tokens = 0  # leading tokens whose KV is in the cache
-        self.block_table: list[int] = []  # KV block ids, in token order
+        self.block_table = BlockTable()  # KV block ids, in token order (an int32 array a step copies)
         self.block_hashes: list[int] = []  # hash of each leading full, computed block
         self.last_used_step = 0  # engine step that last computed tokens of this sequence (LRU)
 

@@ -72,7 +72,7 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1) -
         start, stop = chunk.start, chunk.start + chunk.length
         ids.extend(seq.token_ids[start:stop])
         positions.append(seq.positions[start:stop])  # (length, dims) int32 view
-        tables.append(seq.block_table[: -(-stop // block_size)])
+        tables.append(seq.block_table.array[: -(-stop // block_size)])  # a view: the step copies it once
         q_lens[i], starts[i] = chunk.length, start
         for item_start, item in seq.mm_items:
             lo, hi = max(start, item_start), min(stop, item_start + item.length)

@@ -247,3 +247,35 @@ def test_finding5_a_pool_too_small_for_max_model_len_is_refused_at_start(tiny_ll
     with pytest.raises(DossierError, match="KV pool holds 32 tokens, less than one request of max_model_len 64.*"
                                            "--kv-cache-gib"):
         Engine.from_pretrained(str(tiny_llama[0]), EngineConfig(block_size=4, num_kv_blocks=8, max_model_len=64))
+
+
+def test_finding8_a_step_copies_block_tables_without_a_python_int_per_block(monkeypatch):
+    """The layout used to slice each sequence's block list and convert it int by int every step (9 ms of host work
+    at 128 x 32k here; benchmarks/bench_step_layout.py). Now it copies each sequence's int32 array: reading the
+    table block by block in Python during a step fails this test."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from engine.core.block_table import BlockTable
+    from engine.core.scheduler import Chunk
+    from engine.core.sequence import Sequence
+    from engine.core.step_layout import build_layout
+
+    sequences = []
+    for i in range(8):
+        seq = Sequence(i, 4)
+        seq.append(list(range(40)), np.arange(40, dtype=np.int32), 40)
+        for block in range(11):
+            seq.block_table.append(100 * i + block)
+        sequences.append(seq)
+    expected = [seq.block_table[:10] for seq in sequences]
+
+    def per_block(*args, **kwargs):
+        raise AssertionError("a step read a block table one Python int at a time")
+
+    for name in ("__iter__", "__getitem__", "__reversed__"):
+        monkeypatch.setattr(BlockTable, name, per_block)
+    layout = build_layout([Chunk(SimpleNamespace(seq=seq), 39, 1, True) for seq in sequences], 4)
+    assert layout.block_tables.tolist() == expected
+    assert layout.slot_mapping.tolist() == [(100 * i + 9) * 4 + 3 for i in range(8)]
