@@ -134,6 +134,11 @@ def load_adapter(
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoConfig
 
+    # bitsandbytes on a GPU: load on the CPU and quantise each layer on its way to the GPU, so the card never
+    # holds the unquantised model (quantising after loading needed the whole bf16 model there first)
+    target = device
+    if quantization in ("nf4", "int8") and str(device).startswith("cuda"):
+        device = "cpu"
     built = shape(str(model))
     if built is not None and lora is not None:
         raise DossierError(f"a LoRA adapter needs real weights; {str(model)!r} is a random-weight shape")
@@ -157,7 +162,7 @@ def load_adapter(
         from models.quantize import quantize_linears, weight_bytes
 
         before = weight_bytes(adapter)
-        replaced = quantize_linears(adapter, quantization, group_size=quantization_group_size)
+        replaced = quantize_linears(adapter, quantization, group_size=quantization_group_size, device=target)
         # A user who quantises wants to see what it bought: one line on stderr, like the GGUF conversion's.
         print(f"{quantization}: {replaced} linear layers quantised; weights {_size(before)} -> "
               f"{_size(weight_bytes(adapter))}", file=sys.stderr, flush=True)

@@ -44,7 +44,8 @@ class QuantizationCheckError(DossierError):
 _KEEP = ("visual", "vision_tower", "vision_model", "lm_head")
 
 
-def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_size: int = INT4_GROUP_SIZE) -> int:
+def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_size: int = INT4_GROUP_SIZE,
+                     device: str | torch.device | None = None) -> int:
     """Replace the language model's `nn.Linear` layers by weight-only quantised ones.
 
     Args:
@@ -52,6 +53,9 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
         mode: "int4", "int8" or "nf4" (see the module's table).
         backend: "auto" (the table), "native" (torch's CPU kernels: int4, int8) or "bitsandbytes".
         group_size: int4 only: input features per (scale, zero) pair (32, 64, 128 or 256).
+        device: where the quantised model ends (None: where it is). A model loaded on the CPU for a GPU is
+            quantised layer by layer on its way there (bitsandbytes), so the GPU never holds the unquantised
+            model: its peak is the quantised model plus one layer.
     Returns:
         the number of layers replaced.
     Raises:
@@ -61,7 +65,7 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
         raise DossierError(f"quantization {mode!r} is not one of {', '.join(QUANTIZATIONS)}")
     if group_size not in (32, 64, 128, 256):
         raise DossierError(f"int4 group size {group_size} is not one of 32, 64, 128, 256")
-    device = next(model.parameters()).device
+    device = torch.device(device) if device is not None else next(model.parameters()).device
     if backend == "auto":
         backend = "native" if mode == "int4" or (mode == "int8" and device.type == "cpu") else "bitsandbytes"
     if backend == "native" and (mode == "nf4" or device.type != "cpu"):
@@ -85,10 +89,12 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
     for index, (parent_name, name) in enumerate(targets):
         parent = model.get_submodule(parent_name) if parent_name else model
         linear = getattr(parent, name)
-        module = _quantized(bnb, linear, mode).to(device)
+        module = _quantized(bnb, linear, mode).to(device)  # bitsandbytes quantises as the weight reaches the device
         if index == 0:  # one layer proves the kernel on this machine; its reference is the unquantised weight
-            _check_layer(module, linear, f"{parent_name}.{name}", mode)
+            _check_layer(module, linear.to(device), f"{parent_name}.{name}", mode)
         setattr(parent, name, module)
+        del linear  # the unquantised weight (on the CPU when loading for a GPU) goes as its layer does
+    model.to(device)  # what stays unquantised: embeddings, norms, the output head, a vision tower, buffers
     return len(targets)
 
 

@@ -279,3 +279,21 @@ def test_finding8_a_step_copies_block_tables_without_a_python_int_per_block(monk
     layout = build_layout([Chunk(SimpleNamespace(seq=seq), 39, 1, True) for seq in sequences], 4)
     assert layout.block_tables.tolist() == expected
     assert layout.slot_mapping.tolist() == [(100 * i + 9) * 4 + 3 for i in range(8)]
+
+
+def test_finding7_nf4_and_int8_for_a_gpu_are_quantised_on_the_way_there(monkeypatch):
+    """Quantising after loading put the whole bf16 model on the GPU first, so quantising could not make a model
+    fit. Now the model is built and loaded on the CPU and each layer is quantised as it moves to the GPU."""
+    import models.loading as loading
+    import models.quantize as quantize
+
+    built, quantised = [], []
+    real_build = loading.build_adapter
+    monkeypatch.setattr(loading, "build_adapter", lambda *args, **kwargs: built.append(args[4]) or real_build(*args,
+                                                                                                           **kwargs))
+    monkeypatch.setattr(quantize, "quantize_linears",
+                        lambda model, mode, backend="auto", group_size=32, device=None: quantised.append(
+                            (mode, str(device), str(next(model.parameters()).device))) or 0)
+    loading.load_adapter("llama-tiny", device="cuda", dtype=torch.bfloat16, quantization="nf4")
+    assert built == ["cpu"], f"the model was built on {built} before quantising"
+    assert quantised == [("nf4", "cuda", "cpu")], quantised  # quantised from the CPU copy, ending on the GPU
