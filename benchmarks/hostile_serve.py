@@ -5,7 +5,9 @@ uvicorn on 127.0.0.1). First, `--honest` streaming chat requests run one after a
 their tokens and times are the reference. Then a hostile client sends, at once, one request with
 a `--enum`-value enum schema and `--schemas` requests with distinct JSON schemas, and keeps
 `--half-open` connections that send half a request head (re-opened as the server closes them) for
-the rest of the run. The same honest requests run again, one after another. Reported per request: tokens equal to the solo run, and time over solo time; the
+the rest of the run, from a process of its own (as a real attacker is: in this process its 40
+client threads would take the server's interpreter lock, which no server setting can prevent;
+`--attacker-in-process` measures that too). The same honest requests run again, one after another. Reported per request: tokens equal to the solo run, and time over solo time; the
 check passes when every request streams its solo tokens within `--max-slowdown` x its solo time.
 
     python -m benchmarks.hostile_serve --model default
@@ -122,8 +124,40 @@ class Hostile:
             round_ += 1
 
 
+class _AttackerProcess:
+    """`Hostile` in a child process (`--attack URL`): started, then told to stop by closing its stdin."""
+
+    def __init__(self, url: str, half_open: int, enum_values: int, schemas: int) -> None:
+        self.command = [sys.executable, "-m", "benchmarks.hostile_serve", "--attack", url, "--half-open",
+                        str(half_open), "--enum", str(enum_values), "--schemas", str(schemas)]
+        self.reopened, self.statuses, self.process = 0, {}, None
+
+    def start(self) -> None:
+        import subprocess
+
+        self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "started", "the attacker process did not start"
+
+    def finish(self) -> None:
+        self.process.stdin.close()
+        report = json.loads(self.process.stdout.read())
+        self.process.wait(timeout=120)
+        self.reopened = report["reopened"]
+        self.statuses = {kind: {int(k): v for k, v in counts.items()} for kind, counts in report["statuses"].items()}
+
+
+def _attack(url: str, half_open: int, enum_values: int, schemas: int) -> None:
+    """The child's side: attack until stdin closes, then print what the server answered."""
+    attacker = Hostile(url, half_open, enum_values, schemas)
+    attacker.start()
+    print("started", flush=True)
+    sys.stdin.read()
+    attacker.finish()
+    print(json.dumps({"reopened": attacker.reopened, "statuses": attacker.statuses}), flush=True)
+
+
 def run(model: str, honest: int, max_tokens: int, half_open: int, enum_values: int, schemas: int,
-        max_slowdown: float, dtype: str = "float32") -> dict:
+        max_slowdown: float, dtype: str = "float32", attacker_in_process: bool = False) -> dict:
     from engine.core.config import EngineConfig
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
@@ -140,7 +174,8 @@ def run(model: str, honest: int, max_tokens: int, half_open: int, enum_values: i
         with ServerThread(build_app(backend, ServeConfig(served_model_names=("default",)))) as url:
             _stream(url, "warm up", max_tokens)
             solo = [_stream(url, q, max_tokens) for q in questions]
-            attacker = Hostile(url, half_open, enum_values, schemas)
+            attacker = (Hostile(url, half_open, enum_values, schemas) if attacker_in_process
+                        else _AttackerProcess(url, half_open, enum_values, schemas))
             attacker.start()
             time.sleep(0.5)  # the attack is under way: its schemas are compiling while the honest requests run
             attacked = [_stream(url, q, max_tokens) for q in questions]
@@ -155,7 +190,8 @@ def run(model: str, honest: int, max_tokens: int, half_open: int, enum_values: i
     passed = all(r["same_tokens"] and r["slowdown"] <= max_slowdown for r in rows)
     return {"model": model, "dtype": dtype, "honest_requests": rows, "max_slowdown_seen": max(r["slowdown"] for r in rows),
             "median_slowdown": statistics.median(r["slowdown"] for r in rows), "allowed_slowdown": max_slowdown,
-            "passed": passed, "hostile": {"half_open_connections": half_open, "connections_opened": attacker.reopened,
+            "passed": passed, "attacker": "this process" if attacker_in_process else "its own process",
+            "hostile": {"half_open_connections": half_open, "connections_opened": attacker.reopened,
                                           "enum_values": enum_values, "schema_clients": schemas,
                                           "responses": attacker.statuses}}
 
@@ -171,10 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-slowdown", type=float, default=2.0, help="allowed attacked / solo time per request")
     parser.add_argument("--dtype", default="float32", help="the engine's dtype (float32: batch-invariant enough "
                                                            "here that tokens can be compared)")
+    parser.add_argument("--attacker-in-process", action="store_true",
+                        help="ablation: the attacker's threads in the server's process (sharing its interpreter lock)")
+    parser.add_argument("--attack", metavar="URL", help=argparse.SUPPRESS)  # the child process's side
     parser.add_argument("--format", choices=("human", "json"), default="human")
     args = parser.parse_args(argv)
+    if args.attack:
+        _attack(args.attack, args.half_open, args.enum, args.schemas)
+        return 0
     result = run(args.model, args.honest, args.max_tokens, args.half_open, args.enum, args.schemas,
-                 args.max_slowdown, args.dtype)
+                 args.max_slowdown, args.dtype, args.attacker_in_process)
     if args.format == "json":
         print(json.dumps(result, indent=1))
     else:
@@ -182,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row['question'][:40]:40s} solo {row['solo_s']:6.2f} s  attacked {row['attacked_s']:6.2f} s  "
                   f"x{row['slowdown']:.2f}  same tokens: {'yes' if row['same_tokens'] else 'NO'}")
         hostile = result["hostile"]
-        print(f"hostile: {hostile['half_open_connections']} half-open connections ({hostile['connections_opened']} "
+        print(f"hostile ({result['attacker']}): {hostile['half_open_connections']} half-open connections ({hostile['connections_opened']} "
               f"opened in all), a {hostile['enum_values']:,}-value enum, {hostile['schema_clients']} schema clients; "
               f"responses {hostile['responses']}")
         print(f"{'PASS' if result['passed'] else 'FAIL'}: slowest x{result['max_slowdown_seen']:.2f} (median "
