@@ -6,9 +6,12 @@ through the block tables (layout and semantics: `kernels/paged_attention.py`, wh
 causality (queries at the end of their context, prefix-cached blocks included) and the optional
 sliding window are computed inside the kernels from `cu_seqlens_q` and `context_lens`.
 
-- `paged_prefill`: one program per (sequence, query head, tile of BLOCK_M queries); flash-attention
-  style online softmax over key tiles of BLOCK_N, stopping at the tile's causal bound. Sequences
-  with one query (decode rows of a mixed step) go through it too.
+- `paged_prefill`: one program per (sequence, KV head, tile of queries): the tile's rows are its
+  queries times the KV head's whole group of query heads (BLOCK_M rows: BLOCK_M // BLOCK_G queries
+  of BLOCK_G heads), so each K/V tile is read once for the group, not once per query head (7x
+  fewer reads for Qwen2.5-7B, 16x for GLM-4.1V); flash-attention style online softmax over key
+  tiles of BLOCK_N, stopping at the tile's causal bound. Sequences with one query (decode rows of a
+  mixed step) go through it too.
 - `paged_decode`: one query per sequence. One program per (sequence, KV head, split of the
   context): the KV head's whole group of query heads is one tile, so each K/V row is read once for
   the group (GQA). Long contexts are cut in splits of `split_len` keys computed in parallel
@@ -36,7 +39,8 @@ except ImportError as error:  # pragma: no cover - triton ships with torch on Li
 
 from .paged_attention import check_paged_inputs
 
-__all__ = ["DecodeWorkspace", "compile_for_target", "decode_split_len", "paged_decode", "paged_prefill"]
+__all__ = ["DecodeWorkspace", "compile_for_target", "decode_split_len", "paged_decode", "paged_prefill",
+           "prefill_tile"]
 
 _LOG2E = 1.4426950408889634
 # Tile sizes the engine launches with on a GPU (the interpreted tests pass smaller ones).
@@ -82,31 +86,34 @@ def _prefill_kernel(
     q_ptr, k_ptr, v_ptr, out_ptr, cu_q_ptr, ctx_ptr, tables_ptr,
     qk_scale, window,
     stride_qt, stride_qh, stride_ot, stride_oh, stride_ks, stride_kh, stride_tb,
-    GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
+    GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
-    head = tl.program_id(1)
+    kv_head = tl.program_id(1)
     tile = tl.program_id(2)
     q_start = tl.load(cu_q_ptr + seq)
     q_len = tl.load(cu_q_ptr + seq + 1) - q_start
-    if tile * BLOCK_M < q_len:
+    if tile * BLOCK_Q < q_len:
         context = tl.load(ctx_ptr + seq)
-        kv_head = head // GROUP
-        rows = tile * BLOCK_M + tl.arange(0, BLOCK_M)  # query index within the chunk
-        row_live = rows < q_len
-        query_pos = context - q_len + rows  # (BLOCK_M,) position of each query in its sequence
+        lanes = tl.arange(0, BLOCK_M)  # row = (query of the tile, head of the group), heads fastest
+        rows = tile * BLOCK_Q + lanes // BLOCK_G  # query index within the chunk
+        group = lanes % BLOCK_G
+        head = kv_head * GROUP + group
+        row_live = (rows < q_len) & (group < GROUP)
+        query_pos = context - q_len + rows  # (BLOCK_M,) position of each row's query in its sequence
         dims = tl.arange(0, BLOCK_D)
         dim_live = dims < HEAD_DIM
-        q = tl.load(q_ptr + (q_start + rows)[:, None] * stride_qt + head * stride_qh + dims[None, :],
+        q = tl.load(q_ptr + (q_start + rows)[:, None] * stride_qt + head[:, None] * stride_qh + dims[None, :],
                     mask=row_live[:, None] & dim_live[None, :], other=0.0)  # (BLOCK_M, BLOCK_D)
         if DOT_FP32:
             q = q.to(tl.float32)
         best = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         total = tl.zeros((BLOCK_M,), tl.float32)
         acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
-        first_pos = context - q_len + tile * BLOCK_M
-        hi = tl.minimum(context, first_pos + BLOCK_M)  # causal: no key after the tile's last query
+        first_pos = context - q_len + tile * BLOCK_Q
+        hi = tl.minimum(context, first_pos + BLOCK_Q)  # causal: no key after the tile's last query
         lo = tl.where(window > 0, tl.maximum(first_pos - window + 1, 0) // BLOCK_N * BLOCK_N, 0)
         for n0 in range(lo, hi, BLOCK_N):
             keys = n0 + tl.arange(0, BLOCK_N)
@@ -114,14 +121,14 @@ def _prefill_kernel(
             rows_k = _cache_rows(tables_ptr, seq, keys, key_live, stride_tb, BLOCK_SIZE)
             kv_offsets = rows_k[:, None] * stride_ks + kv_head * stride_kh + dims[None, :]
             kv_mask = key_live[:, None] & dim_live[None, :]
-            k = tl.load(k_ptr + kv_offsets, mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D)
+            k = tl.load(k_ptr + kv_offsets, mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D): once for the group
             v = tl.load(v_ptr + kv_offsets, mask=kv_mask, other=0.0)
             visible = key_live[None, :] & (keys[None, :] <= query_pos[:, None])
             if window > 0:
                 visible = visible & (keys[None, :] > query_pos[:, None] - window)
             best, total, acc = _softmax_step(q, k, v, visible, best, total, acc, qk_scale, DOT_FP32, PRECISION)
         out = acc / tl.where(total == 0.0, 1.0, total)[:, None]
-        tl.store(out_ptr + (q_start + rows)[:, None] * stride_ot + head * stride_oh + dims[None, :],
+        tl.store(out_ptr + (q_start + rows)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
                  out.to(out_ptr.dtype.element_ty), mask=row_live[:, None] & dim_live[None, :])
 
 
@@ -250,16 +257,30 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     if tokens == 0 or seqs == 0:
         return out
     scale = head_dim ** -0.5 if scale is None else scale
-    grid = (seqs, heads, triton.cdiv(max_q_len, block_m))
+    kv_heads = k_cache.shape[2]
+    group, rows, queries = prefill_tile(heads // kv_heads, block_m)
+    grid = (seqs, kv_heads, triton.cdiv(max_q_len, queries))
     _prefill_kernel[grid](
         q, k_cache, v_cache, out, cu_seqlens_q, context_lens, block_tables,
         scale * _LOG2E, window,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(1), k_cache.stride(2),
         block_tables.stride(0),
-        GROUP=heads // k_cache.shape[2], BLOCK_SIZE=k_cache.shape[1], HEAD_DIM=head_dim, BLOCK_D=_block(head_dim),
-        BLOCK_M=block_m, BLOCK_N=block_n, DOT_FP32=_dot_fp32(q.dtype), PRECISION=_precision(q.dtype),
+        GROUP=heads // kv_heads, BLOCK_G=group, BLOCK_Q=queries, BLOCK_SIZE=k_cache.shape[1], HEAD_DIM=head_dim,
+        BLOCK_D=_block(head_dim), BLOCK_M=rows, BLOCK_N=block_n, DOT_FP32=_dot_fp32(q.dtype),
+        PRECISION=_precision(q.dtype),
     )
     return out
+
+
+def prefill_tile(group: int, block_m: int) -> tuple[int, int, int]:
+    """(padded group BLOCK_G, rows per tile BLOCK_M, queries per tile BLOCK_Q) for `group` query heads per KV head.
+
+    A tile keeps `block_m` rows whatever the group (registers and shared memory as before): with a group of 8,
+    64 rows are 8 queries of 8 heads. A group wider than `block_m` makes its rows the group (one query).
+    """
+    padded = triton.next_power_of_2(group)
+    rows = max(block_m, padded, 16)
+    return padded, rows, rows // padded
 
 
 def decode_split_len(max_context: int, batch: int, kv_heads: int, programs: int = 264, block_n: int = 32) -> int:
@@ -373,10 +394,11 @@ def compile_for_target(dtype: torch.dtype = torch.bfloat16, capability: int = 90
     data = {p: f"*{name}" for p in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")}
     parts = {"part_acc_ptr": "*fp32", "part_best_ptr": "*fp32", "part_total_ptr": "*fp32"}
     precision = "ieee" if fp32 else "tf32"
+    padded, rows, queries = prefill_tile(group, PREFILL_BLOCK_M)
     return {
         "prefill": compile_kernel(_prefill_kernel, {**ints, **data, "qk_scale": "fp32"}, dict(
-            GROUP=group, BLOCK_SIZE=block_size, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=PREFILL_BLOCK_M,
-            BLOCK_N=PREFILL_BLOCK_N, DOT_FP32=fp32, PRECISION=precision), capability),
+            GROUP=group, BLOCK_G=padded, BLOCK_Q=queries, BLOCK_SIZE=block_size, HEAD_DIM=head_dim, BLOCK_D=block_d,
+            BLOCK_M=rows, BLOCK_N=PREFILL_BLOCK_N, DOT_FP32=fp32, PRECISION=precision), capability),
         "decode_split": compile_kernel(_decode_split_kernel, {**ints, **data, **parts, "qk_scale": "fp32"}, dict(
             GROUP=group, BLOCK_G=_block(group), BLOCK_SIZE=block_size, HEAD_DIM=head_dim, BLOCK_D=block_d,
             BLOCK_N=DECODE_BLOCK_N, SPLIT_LEN=512, DOT_FP32=fp32, PRECISION=precision), capability),

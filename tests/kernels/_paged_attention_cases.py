@@ -17,6 +17,12 @@ CASES = {
     "prefill_fp16_gqa4_tiles": ("prefill", torch.float16, 4, 1, 16, 16, [(33, 50), (2, 2)], {"block_m": 16}),
     # sliding window of 6 keys (Gemma-3 local layers)
     "prefill_fp32_window": ("prefill", torch.float32, 2, 1, 16, 4, [(12, 12), (6, 30)], {"window": 6}),
+    # GQA-grouped prefill (one program per KV head reads each K/V tile for its whole group): groups of 1, 4, 7
+    # (padded to 8) and 8 at the head sizes of the families the engine serves (64, 80, 128, 256)
+    "prefill_fp32_gqa1_d64": ("prefill", torch.float32, 2, 2, 64, 4, [(5, 5), (3, 11)], {}),
+    "prefill_bf16_gqa4_d80": ("prefill", torch.bfloat16, 8, 2, 80, 8, [(9, 9), (4, 20)], {}),
+    "prefill_fp16_gqa7_d128": ("prefill", torch.float16, 7, 1, 128, 16, [(6, 6), (3, 21), (1, 9)], {"block_m": 16}),
+    "prefill_fp32_gqa8_d256": ("prefill", torch.float32, 8, 1, 256, 16, [(4, 4), (2, 18)], {}),
     # decode, split-K over 32-key splits, contexts across block boundaries, GQA 4
     "decode_fp32_gqa4_split": ("decode", torch.float32, 8, 2, 16, 4, [(1, 1), (1, 16), (1, 33), (1, 97)],
                                {"split_len": 32}),

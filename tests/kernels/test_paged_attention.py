@@ -68,3 +68,25 @@ def test_triton_paged_attention_on_gpu(dtype):
     got = paged_decode(q, k_cache, v_cache, context, tables, split_len=split, max_splits=-(-9000 // split))
     diff = (got.float() - want).abs()
     assert diff.max() <= TOLERANCE[str(dtype).removeprefix("torch.")], f"max {diff.max():.3g} mean {diff.mean():.3g}"
+
+
+def test_the_prefill_grid_has_one_program_per_kv_head_not_per_query_head(monkeypatch):
+    """Issue 46, finding 12: a program per query head read each K/V tile once per head of its group (7x the reads for
+    Qwen2.5-7B's 28 heads over 4 KV heads). The grid is now per KV head, each tile holding the group's heads;
+    the interpreted parity cases (prefill_*_gqa1/4/7/8, head dims 64-256) check the grouped kernel's results."""
+    import kernels.paged_attention_triton as triton_kernels
+    from tests.kernels._paged_attention_cases import build
+
+    grids = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(triton_kernels, "_prefill_kernel", Recorder())
+    q, k_cache, v_cache, cu, context, tables = build(torch.float32, 28, 4, 16, 16, [(100, 100), (64, 300)])
+    triton_kernels.paged_prefill(q, k_cache, v_cache, cu, context, tables, 100, block_m=64)
+    group, rows, queries = triton_kernels.prefill_tile(7, 64)
+    assert (group, rows, queries) == (8, 64, 8)  # 8 queries x the group's 7 heads (padded to 8) per tile
+    assert grids == [(2, 4, -(-100 // queries))], grids
