@@ -11,12 +11,18 @@ of its pixels plus its resized size: that hash joins the key of every KV block t
 image's placeholder tokens touch, and keys the engine's encoder cache, so the same page
 at the same size is encoded once however many episodes look at it.
 
-Pixels are preprocessed lazily (when the engine encodes the image), with the family's
-Hugging Face image processor and `do_resize=False` after our own resize.
+Pixels are preprocessed when the image enters a conversation (`item`, called while a message is
+rendered: in the episode's or the request's thread, never in the engine's step), with the family's
+Hugging Face image processor and `do_resize=False` after our own resize, and kept in a byte-bounded
+LRU by content hash: the step that encodes the image only gathers them (an image evicted meanwhile
+is preprocessed again there). Preprocessing inside the step held the engine's lock while PIL
+resized a page, stalling every decoding session.
 """
 
 import hashlib
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -171,12 +177,17 @@ class VisionProcessor:
     """
 
     def __init__(self, image_processor, sizing: ImageSizing, image_token_id: int, start_token_id: int,
-                 end_token_id: int) -> None:
+                 end_token_id: int, pixel_cache_bytes: int = 512 * 2**20) -> None:
         self.image_processor = image_processor  # the family's HF image processor (normalisation, patch layout)
         self.sizing = sizing
         self.image_token_id = image_token_id  # the placeholder repeated once per image token
         self.start_token_id = start_token_id  # opens an image (<|vision_start|>, <|begin_of_image|>)
         self.end_token_id = end_token_id  # closes it
+        self.pixel_cache_bytes = pixel_cache_bytes  # preprocessed pixels kept by content key, bytes (LRU)
+        self._pixels: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._pixel_bytes = 0
+        self._pixels_lock = threading.Lock()
+        self.preprocessed_in_step = 0  # images the encoding step had to preprocess itself (evicted meanwhile)
 
     def image_tokens(self, image) -> int:
         """Tokens an image adds to a conversation: its placeholders plus the start and end markers.
@@ -194,20 +205,35 @@ class VisionProcessor:
         return PreparedImage(image, h, w, (1, h // self.sizing.patch_size, w // self.sizing.patch_size), _digest(image))
 
     def item(self, image, offset: int) -> MultimodalItem:
-        """The multimodal item of an image whose first placeholder is token `offset` of its segment."""
+        """The multimodal item of an image whose first placeholder is token `offset` of its segment; its pixels are
+        preprocessed here, in the caller's thread, unless the same image at the same size already was."""
         prepared = self.prepare(image)
         _, gh, gw = prepared.grid_thw
         length = gh * gw // self.sizing.merge_size**2
         # The hash covers the pixels and the resized size: the same page at another size is another input.
-        return MultimodalItem(offset, length, f"{prepared.digest}:{prepared.height}x{prepared.width}", prepared)
+        key = f"{prepared.digest}:{prepared.height}x{prepared.width}"
+        self._cached_pixels(prepared, key)
+        return MultimodalItem(offset, length, key, prepared)
 
-    def image_segment(self, image) -> Segment:
-        """[start, placeholder x N, end] for one image, for callers appending token ids without a template."""
-        item = self.item(image, offset=1)
-        return Segment([self.start_token_id, *[self.image_token_id] * item.length, self.end_token_id], mm_items=[item])
+    def _cached_pixels(self, prepared: PreparedImage, key: str) -> tuple[torch.Tensor, bool]:
+        """(the image's preprocessed patches, whether they had to be computed now)."""
+        with self._pixels_lock:
+            pixels = self._pixels.get(key)
+            if pixels is not None:
+                self._pixels.move_to_end(key)
+                return pixels, False
+        pixels = self._preprocess([prepared])[0]
+        with self._pixels_lock:
+            if key not in self._pixels:
+                self._pixels[key] = pixels
+                self._pixel_bytes += pixels.numel() * pixels.element_size()
+                while self._pixel_bytes > self.pixel_cache_bytes and len(self._pixels) > 1:
+                    _, old = self._pixels.popitem(last=False)
+                    self._pixel_bytes -= old.numel() * old.element_size()
+        return pixels, True
 
-    def pixel_values(self, images: list[PreparedImage]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(pixel_values (patches, channels * temporal * patch^2), image_grid_thw (images, 3)) for the tower."""
+    def _preprocess(self, images: list[PreparedImage]) -> torch.Tensor:
+        """pixel_values (patches, channels * temporal * patch^2) of `images` from the family's image processor."""
         from PIL import Image
 
         resized = [_to_rgb(p.image).resize((p.width, p.height), Image.Resampling.BICUBIC) for p in images]
@@ -215,7 +241,23 @@ class VisionProcessor:
         grid = out["image_grid_thw"]
         expected = torch.tensor([p.grid_thw for p in images], dtype=grid.dtype)
         assert torch.equal(grid, expected), f"image processor grid {grid.tolist()} != sizing {expected.tolist()}"
-        return out["pixel_values"], grid
+        return out["pixel_values"].split([t * h * w for t, h, w in expected.tolist()])
+
+    def image_segment(self, image) -> Segment:
+        """[start, placeholder x N, end] for one image, for callers appending token ids without a template."""
+        item = self.item(image, offset=1)
+        return Segment([self.start_token_id, *[self.image_token_id] * item.length, self.end_token_id], mm_items=[item])
+
+    def pixel_values(self, images: list[PreparedImage]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pixel_values (patches, channels * temporal * patch^2), image_grid_thw (images, 3)) for the tower: the
+        patches preprocessed when each image entered its conversation, gathered."""
+        parts = []
+        for prepared in images:
+            pixels, computed = self._cached_pixels(prepared, f"{prepared.digest}:{prepared.height}x{prepared.width}")
+            self.preprocessed_in_step += computed
+            parts.append(pixels)
+        grid = torch.tensor([p.grid_thw for p in images], dtype=torch.int64)
+        return torch.cat(parts), grid
 
 
 def _size(image) -> tuple[int, int]:
