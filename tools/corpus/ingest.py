@@ -39,7 +39,7 @@ __all__ = ["IngestConfig", "IngestSummary", "find_pdfs", "ingest", "OcrHook", "O
 
 log = logging.getLogger(__name__)
 
-SMALL_BATCH = 8  # at most this many files are read by one worker unless workers is set (starting one costs ~0.3 s)
+SMALL_BATCH = 8  # at most this many files are read by one worker unless workers is set (starting one costs ~0.2 s)
 INFLIGHT = "ingest-inflight.txt"  # left by versions that read small batches in-process; removed on sight
 LOCK = "ingest.lock"  # held (flock) by the one ingest writing to this corpus; holds its pid
 
