@@ -15,6 +15,8 @@ import time
 import httpx2
 import pytest
 
+from tests import slow_clients
+from tests.slow_clients import closed_by_server
 from tools.errors import DossierError
 
 
@@ -114,24 +116,9 @@ def test_finding4_the_compiled_grammar_cache_is_bounded_in_bytes(tiny_folder):
     assert cache.counters["compiled"] == 150
 
 
-def half_open(url: str, count: int) -> list[socket.socket]:
-    host, port = url.removeprefix("http://").split(":")
-    sockets = []
-    for _ in range(count):
-        sock = socket.create_connection((host, int(port)), timeout=5)
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
-        sockets.append(sock)  # the head never ends
-    return sockets
-
-
-def closed_by_server(sock: socket.socket, within: float) -> bool:
-    sock.settimeout(within)
-    try:
-        return sock.recv(1024) == b""
-    except socket.timeout:
-        return False
-    except ConnectionResetError:
-        return True
+def half_open(url: str, count: int):
+    return slow_clients.half_open(url, count, b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                              b"Content-Type: application/json\r\n")  # the head never ends
 
 
 @pytest.fixture()

@@ -7,13 +7,13 @@ connection at its head deadline and answers connections beyond its cap with a 50
 
 from __future__ import annotations
 
-import socket
 import time
-from urllib.parse import urlsplit
 
 import pytest
 
 from engine.studio import StudioConfig, serve_in_thread
+from tests import slow_clients
+from tests.slow_clients import closed_by_server
 
 from .conftest import request
 
@@ -30,25 +30,9 @@ def strict_studio(studio_files, tmp_path):
         yield server
 
 
-def half_open(url: str, count: int) -> list[socket.socket]:
+def half_open(url: str, count: int):
     """Connections that send the start of a request head (no token: it never gets that far) and stop."""
-    parts = urlsplit(url)
-    sockets = []
-    for _ in range(count):
-        sock = socket.create_connection((parts.hostname, parts.port), timeout=5)
-        sock.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        sockets.append(sock)
-    return sockets
-
-
-def closed_by_server(sock: socket.socket, within: float) -> bool:
-    sock.settimeout(within)
-    try:
-        return sock.recv(1024) == b""
-    except socket.timeout:
-        return False
-    except ConnectionResetError:
-        return True
+    return slow_clients.half_open(url, count, b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
 
 
 def test_finding5_the_studio_closes_half_sent_requests_at_its_head_deadline(strict_studio):
