@@ -17,11 +17,14 @@ written over the placeholders, with 3-D rotary positions (temporal, height, widt
   `rope_deltas`.
 """
 
+import copy
+
 import torch
 
 from models.base import AttentionFn, ChatProcessor, ForwardBatch, MultimodalItem, Segment
 from models.decoder_model import DecoderModel
 from models.vision import ImageFeatures, VisionProcessor
+from models.vision_language.tower_attention import register_tower_attention
 from tools.errors import DossierError
 
 __all__ = ["VisionLanguageAdapter"]
@@ -39,7 +42,11 @@ class VisionLanguageAdapter(DecoderModel):
             raise DossierError(f"{name}: sliding-window attention is not supported for vision-language models")
         self.image_token_id = config.image_token_id
         super().__init__(config, family, processor, vision, name)
-        self.visual = family.vision_tower()._from_config(config.vision_config, attn_implementation="sdpa")
+        # the tower gets its own copy of the vision config: its attention is ours, the model's config stays as loaded
+        self.visual = family.vision_tower()._from_config(copy.deepcopy(config.vision_config), attn_implementation="sdpa")
+        # one variable-length call per layer over every image and window, instead of transformers' loop of SDPA
+        # calls (set after building: transformers would look a name with "flash" up as a hub kernel)
+        self.visual.config._attn_implementation = register_tower_attention()
         self._init_tower_buffers()
 
     def init_buffers(self) -> None:
