@@ -89,15 +89,23 @@ class ModelRunner:
         self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
 
+    def _warm_up_tower(self) -> None:
+        """Encode one image at the family's largest size, so the pool leaves room for the tower's activations."""
+        dummy = _tower_warm_up(self.adapter)
+        if dummy is not None:
+            self.adapter.visual(dummy[0], grid_thw=dummy[1])
+
     @torch.inference_mode()
     def _blocks_from_free_memory(self) -> int:
-        """Run one prefill of `max_num_batched_tokens` tokens on a temporary cache, then size the pool from what the
-        card has left (its activation peak, the decode graphs' logits and the encoder cache kept free)."""
+        """Run one prefill of `max_num_batched_tokens` tokens on a temporary cache (and, for a vision model, encode one
+        image at its largest size), then size the pool from what the card has left (the activation peak, the decode
+        graphs' logits and the encoder cache kept free)."""
         tokens = self.config.max_num_batched_tokens
         self._allocate(-(-tokens // self.block_size) + 1)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         self.forward_layout(_warm_up_layout(tokens, self.block_size, self.adapter.shape.position_dims))
+        self._warm_up_tower()
         torch.cuda.synchronize()
         activation_peak = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
         self.k_cache = self.v_cache = None
@@ -162,6 +170,20 @@ def _pending_items(chunks: list[Chunk]) -> list[MultimodalItem]:
         stop = chunk.start + chunk.length
         pending.extend(item for start, item in chunk.request.seq.mm_items if start >= stop)
     return pending
+
+
+def _tower_warm_up(adapter) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(pixel_values, grid_thw) of one image at the family's largest size, or None without a vision tower."""
+    vision = getattr(adapter, "vision", None)
+    if getattr(adapter, "visual", None) is None or vision is None:
+        return None
+    sizing = vision.sizing
+    side = max(sizing.merge_size, int((sizing.max_pixels // sizing.patch_size**2) ** 0.5) // sizing.merge_size
+               * sizing.merge_size)  # patches per side of a square image at max_pixels
+    width = 3 * sizing.temporal_patch_size * sizing.patch_size**2  # channels x frames x patch pixels
+    tower = next(adapter.visual.parameters())
+    return (torch.zeros(side * side, width, dtype=tower.dtype, device=tower.device),
+            torch.tensor([[1, side, side]], device=tower.device))
 
 
 def _warm_up_layout(tokens: int, block_size: int, position_dims: int) -> StepLayout:

@@ -297,3 +297,18 @@ def test_finding7_nf4_and_int8_for_a_gpu_are_quantised_on_the_way_there(monkeypa
     loading.load_adapter("llama-tiny", device="cuda", dtype=torch.bfloat16, quantization="nf4")
     assert built == ["cpu"], f"the model was built on {built} before quantising"
     assert quantised == [("nf4", "cuda", "cpu")], quantised  # quantised from the CPU copy, ending on the GPU
+
+
+def test_finding5_a_vision_model_warms_its_tower_up_before_the_pool_is_sized(tmp_path):
+    """The warm-up that sizes the pool encodes one image at the family's largest size (on the CPU here)."""
+    from engine.core.model_runner import _tower_warm_up
+    from models.loading import load_adapter
+    from tests.vlm.conftest import save_model
+
+    save_model(tmp_path, "qwen2_vl")
+    adapter = load_adapter(str(tmp_path), dtype=torch.float32, max_pixels=56 * 56)
+    pixels, grid = _tower_warm_up(adapter)
+    assert grid.tolist() == [[1, 4, 4]] and pixels.shape == (16, 3 * 2 * 14 * 14)
+    with torch.inference_mode():
+        adapter.visual(pixels, grid_thw=grid)  # the call the warm-up makes runs
+    assert _tower_warm_up(load_adapter("llama-tiny")) is None
