@@ -12,6 +12,9 @@ from engine.agents.runner import RolloutRunner
 from engine.agents.settings import AgentSettings
 from tests.agents.scripted import build_corpus, questions
 from tools.errors import DossierError
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 FIND = ('i = context.find("Revenue")\n'
         'page = context[context.rfind("[PAGE", 0, i):context.find("[END PAGE", i)]\n'

@@ -12,6 +12,9 @@ from engine.agents.settings import AgentSettings
 from engine.datasets import load_predictions
 from tests.agents.workflow_scripted import (REVENUE_2023, answer_reply, build_corpus, code_reply, doc, plan_reply,
                                             question, reader, structurer, workflow_policy)
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 
 @pytest.fixture(scope="module")

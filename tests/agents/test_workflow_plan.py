@@ -9,6 +9,9 @@ from engine.agents.workflow.plan import parse_plan, plan_schema
 from tests.agents.test_workflow import run
 from tests.agents.workflow_scripted import (AUDITOR, INCOME, INCOME_2023, PLAN, REVENUE, REVENUE_2023, build_corpus,
                                             code_reply, doc, plan_reply, question, workflow_policy)
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 METADATA = {doc(c, y): {"company": c, "year": y, "report_type": "annual report"}
             for c, y in [("Alder", 2022), ("Alder", 2023), ("Birch", 2023), ("Cedar", 2023)]}

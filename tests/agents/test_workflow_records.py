@@ -11,6 +11,9 @@ from engine.agents.workflow.records import ConversionTable, FieldSpec, convert, 
 from tests.agents.test_workflow import run
 from tests.agents.workflow_scripted import build_corpus, structurer, workflow_policy
 from tools.errors import DossierError
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 FIELDS = parse_fields([{"name": "revenue", "type": "number", "unit": "USD million"},
                        {"name": "auditor", "type": "category", "values": ["KPMG", "PwC"]},

@@ -17,6 +17,9 @@ from engine.agents.settings import AgentSettings
 from engine.agents.workflow.report import load_workflow_trajectories, prefix_cache_report, render_with
 from engine.datasets import load_predictions
 from tests.agents.workflow_scripted import build_corpus, question, workflow_policy
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 
 def _literal(text: str) -> str:

@@ -11,6 +11,9 @@ import time
 import pytest
 
 from tools.sandbox import SandboxLimits, run_python
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 WALL = 2.0
 LIMITS = SandboxLimits(cpu_seconds=1, wall_seconds=WALL, memory_mb=512, output_bytes=50_000)

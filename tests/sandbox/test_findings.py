@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 
 from tools.sandbox import SandboxLimits, run_python
 from tools.sandbox.run import _diagnose
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 FAST = SandboxLimits(cpu_seconds=2, wall_seconds=10, memory_mb=512, output_bytes=100_000)
 OS_ONLY = SandboxLimits(cpu_seconds=2, wall_seconds=10, memory_mb=512, output_bytes=100_000, python_policy=False)

@@ -9,6 +9,9 @@ import tempfile
 import pytest
 
 from tools.sandbox import SandboxLimits, run_python, sandbox_guarantees
+from tests.kernel_sandbox import needs_kernel_sandbox
+
+pytestmark = needs_kernel_sandbox
 
 FAST = SandboxLimits(cpu_seconds=1, wall_seconds=10, memory_mb=512, output_bytes=100_000)
 OS_ONLY = SandboxLimits(cpu_seconds=1, wall_seconds=10, memory_mb=512, output_bytes=100_000, python_policy=False)
