@@ -22,6 +22,7 @@ import torch
 from engine.core.block_manager import BlockManager
 from engine.core.config import EngineConfig
 from engine.core.counters import Counters
+from engine.core.fair_lock import FairRLock
 from engine.core.detokenizer import StopStrings
 from engine.core.model_runner import ModelRunner, kv_blocks_for_budget
 from engine.core.request import FinishReason, Request
@@ -56,7 +57,7 @@ class Engine:
         on_cpu = self.runner.device.type == "cpu"
         self.threads = ThreadGovernor(self.config.cpu_threads) if on_cpu else None
         self.counters = Counters()
-        self._lock = threading.RLock()
+        self._lock = FairRLock()  # first come, first served: a submit waits one step, not several
         self._session_ids = itertools.count()
         self._request_ids = itertools.count()
         self._step = 0

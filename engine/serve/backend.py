@@ -180,9 +180,10 @@ class LocalBackend:
             if pin is not None:
                 self._busy_pins.add(pin)
         try:
-            session = self._session_for(prompt, pin)
-            generation.session = session
-            generation.request = self.engine.submit(session, sampling)
+            with self.engine._lock:  # one wait for the step lock (it is handed over in turn), not one per call
+                session = self._session_for(prompt, pin)
+                generation.session = session
+                generation.request = self.engine.submit(session, sampling)
         except BaseException:
             with self._mu:
                 self._busy_pins.discard(pin)
