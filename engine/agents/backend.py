@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -95,10 +94,7 @@ class EngineBackend:
     def fingerprint(self, session) -> str:
         """A digest of the session's tokens so far, and of its images' contents (an image's placeholder tokens
         do not change with its pixels): a recorded turn is replayed only after the same conversation."""
-        digest = hashlib.blake2b(array("q", session.seq.token_ids).tobytes(), digest_size=12)
-        for start, item in session.seq.mm_items:
-            digest.update(f"{start}:{item.content_hash}".encode())
-        return digest.hexdigest()
+        return session.fingerprint()
 
     def replay(self, session, record: dict) -> bool:
         """Append a recorded turn's generated ids to the session opened for it, as if generated now.
@@ -108,8 +104,7 @@ class EngineBackend:
         token_ids = record.get("token_ids")
         if not isinstance(token_ids, list) or not token_ids:
             return False
-        session.append([int(t) for t in token_ids])
-        session.history_len = len(session.seq)  # as a finished turn leaves it
+        session.append_finished_turn([int(t) for t in token_ids])
         return True
 
     def has_pending(self) -> bool:

@@ -13,6 +13,7 @@ while the main loop steps; `Session.generate` is the blocking convenience that s
 until its own turn is done.
 """
 
+import contextlib
 import itertools
 import threading
 import time
@@ -80,6 +81,28 @@ class Engine:
         return cls(adapter, config)
 
     # --- sessions ----------------------------------------------------------------
+
+    @property
+    def max_context(self) -> int:
+        """The longest conversation (prompt plus reply) the engine takes, tokens: the model's context, the KV pool's
+        or `max_model_len`, the smallest (one place: the runner sizes the pool by it)."""
+        return self.runner.max_context
+
+    @contextlib.contextmanager
+    def between_steps(self):
+        """No step runs inside this block: several session calls (open, append, submit) happen as one, waiting for
+        the step lock once (it is handed over first come, first served), not once per call."""
+        with self._lock:
+            yield
+
+    def cached_prefix_tokens(self, segments, cache_salt: str | None = None) -> int:
+        """Leading tokens of a conversation made of `segments` whose KV is in the prefix cache now, under
+        `cache_salt`'s namespace (nothing is allocated or pinned)."""
+        seq = Sequence(-1, self.config.block_size, cache_salt)
+        for segment in segments:
+            seq.append(segment.token_ids, [0] * len(segment.token_ids), 0, segment.mm_items)
+        with self._lock:
+            return self.block_manager.cached_prefix_tokens(seq)
 
     def open_session(self, cache_salt: str | None = None) -> Session:
         """A new, empty conversation.

@@ -18,6 +18,9 @@ images=[page_image])`, or content parts (`models.vision.page_image_content`). Ea
 costs `engine.processor.image_tokens(image)` tokens, known before it is appended.
 """
 
+import hashlib
+from array import array
+
 from engine.core.counters import Counters
 from engine.core.request import Request
 from engine.core.sampling_params import SamplingParams
@@ -121,6 +124,12 @@ class Session:
         child._turn_start = self._turn_start
         return child
 
+    def append_finished_turn(self, token_ids: list[int]) -> None:
+        """Append a turn's generated ids, recorded earlier, as if this session had just generated them (a resumed
+        run replays a turn this way); the session is left as a finished turn leaves it."""
+        self.append(token_ids)
+        self.history_len = len(self.seq)
+
     # --- generating --------------------------------------------------------------
 
     def submit(self, sampling: SamplingParams | None = None) -> Request:
@@ -148,6 +157,30 @@ class Session:
     @property
     def num_tokens(self) -> int:
         return len(self.seq)
+
+    @property
+    def cache_salt(self) -> str | None:
+        """The prefix-cache namespace of this session's blocks (None: the shared one)."""
+        return self.seq.cache_salt
+
+    def image_hashes(self) -> list[tuple[int, str]]:
+        """(token index, content hash) of each image in the conversation."""
+        return [(start, item.content_hash) for start, item in self.seq.mm_items]
+
+    def fingerprint(self) -> str:
+        """A digest of the conversation's tokens and of its images' contents (an image's placeholder tokens do not
+        change with its pixels): equal fingerprints, equal conversations."""
+        digest = hashlib.blake2b(array("q", self.seq.token_ids).tobytes(), digest_size=12)
+        for start, content_hash in self.image_hashes():
+            digest.update(f"{start}:{content_hash}".encode())
+        return digest.hexdigest()
+
+    def is_prefix_of(self, token_ids: list[int], image_hashes: list[tuple[int, str]], cache_salt: str | None) -> bool:
+        """Is this conversation the start of one with these tokens, images ((index, hash), in order) and salt?"""
+        held = len(self.seq)
+        if self.seq.cache_salt != cache_salt or token_ids[:held] != self.seq.token_ids:
+            return False
+        return self.image_hashes() == [(start, h) for start, h in image_hashes if start < held]
 
     @property
     def num_cached_tokens(self) -> int:

@@ -30,7 +30,6 @@ from typing import Protocol
 from engine.core.llm_engine import Engine
 from engine.core.request import FinishReason, Request
 from engine.core.sampling_params import SamplingParams
-from engine.core.sequence import Sequence
 from engine.serve.clients import SessionKey
 from engine.serve.prompt import Prompt
 from engine.serve.protocol import ApiError
@@ -117,8 +116,7 @@ class LocalBackend:
     def __init__(self, engine: Engine, max_pinned_sessions: int = 256, on_finish=None) -> None:
         self.engine = engine
         self.processor = engine.processor
-        kv_capacity = engine.block_manager.num_blocks * engine.config.block_size
-        self.max_context = min(engine.adapter.shape.max_positions, kv_capacity)
+        self.max_context = engine.max_context
         self.max_pinned_sessions = max_pinned_sessions
         self.on_finish = on_finish
         self._ids = itertools.count()
@@ -180,7 +178,7 @@ class LocalBackend:
             if pin is not None:
                 self._busy_pins.add(pin)
         try:
-            with self.engine._lock:  # one wait for the step lock (it is handed over in turn), not one per call
+            with self.engine.between_steps():  # one wait for the step lock, not one per call
                 session = self._session_for(prompt, pin)
                 generation.session = session
                 generation.request = self.engine.submit(session, sampling)
@@ -208,7 +206,8 @@ class LocalBackend:
             if session is not None:
                 held = session.num_tokens
                 suffix = prompt.suffix_from(held) if held < prompt.num_tokens else None
-                if suffix is not None and self._extends(session, prompt, held):
+                if suffix is not None and session.is_prefix_of(prompt.token_ids, prompt.image_hashes(),
+                                                               prompt.cache_salt):
                     for segment in suffix:
                         session.append_segment(segment)
                     self.counters["pinned_appends"] += 1
@@ -232,14 +231,6 @@ class LocalBackend:
                 old.close()
         return session
 
-    @staticmethod
-    def _extends(session, prompt: Prompt, held: int) -> bool:
-        seq = session.seq
-        if seq.cache_salt != prompt.cache_salt or prompt.token_ids[:held] != seq.token_ids:
-            return False
-        mine = [(start, item.content_hash) for start, item in seq.mm_items]
-        return mine == [(s, h) for s, h in prompt.image_hashes() if s < held]
-
     def cancel(self, generation: Generation) -> None:
         with self._mu:
             if generation.finished is None:
@@ -256,11 +247,7 @@ class LocalBackend:
         return True
 
     def cached_prefix_tokens(self, prompt: Prompt) -> int:
-        seq = Sequence(-1, self.engine.config.block_size, prompt.cache_salt)
-        for segment in prompt.segments:
-            seq.append(segment.token_ids, [0] * len(segment.token_ids), 0, segment.mm_items)
-        with self.engine._lock:
-            return self.engine.block_manager.cached_prefix_tokens(seq)
+        return self.engine.cached_prefix_tokens(prompt.segments, prompt.cache_salt)
 
     def stats(self) -> dict:
         with self._mu:
