@@ -19,12 +19,17 @@ Within those layers three more rules:
       engine.cli.options (engine.cli.main, which lists the modules, imports them all);
     - engine.agents imports neither engine.train, engine.studio nor engine.distributed (those
       build on agents, never the other way);
-    - no import circles: modules that import each other, directly or around a longer loop
-      (each circle is printed once, as the path of imports that closes it).
+    - no import circles anywhere in the project: modules that import each other, directly or
+      around a longer loop (each circle is printed once, as the path of imports that closes it).
+      scripts/ and tests/ count too (a script imports its neighbours by their bare names);
+    - only engine.core touches the engine's and a session's insides: outside it no code reads
+      or writes an underscored name of an `engine` or a `session` (`engine._lock`), a session's
+      `.seq` (its Sequence), or assigns to a session's attributes (`session.history_len = ...`).
+      What a backend needs from them is a public method of Engine or Session.
 
 Every import statement is read from the source (ast), including imports inside functions,
-`importlib.import_module("...")` calls with a literal name, and relative imports. Tests and
-scripts are not checked.
+`importlib.import_module("...")` calls with a literal name, and relative imports. The layer
+rules skip tests and scripts; the circle rule reads them too.
 
 Usage:
     python scripts/check_layers.py [ROOT]
@@ -51,9 +56,10 @@ class Violation:
     importer: str  # dotted module that imports
     imported: str  # dotted module it imports
     why: str  # the rule it breaks
+    verb: str = "imports"  # or "touches": `imported` is then an expression reaching into the engine
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.importer} imports {self.imported}: {self.why}"
+        return f"{self.path}:{self.line}: {self.importer} {self.verb} {self.imported}: {self.why}"
 
 
 def layer_of(module: str) -> tuple[int, str]:
@@ -82,8 +88,8 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
-    """(line, dotted name) of every import of ours in a module's syntax tree."""
+def imports_of(tree: ast.AST, module: str, is_package: bool, ours: tuple[str, ...] = PACKAGES) -> list[tuple[int, str]]:
+    """(line, dotted name) of every import of ours (top-level names `ours`) in a module's syntax tree."""
     found: list[tuple[int, str]] = []
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(tree):
@@ -102,7 +108,7 @@ def imports_of(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, 
               and node.func.attr == "import_module" and node.args
               and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             found.append((node.lineno, node.args[0].value))
-    return [(line, name) for line, name in found if name.partition(".")[0] in PACKAGES]
+    return [(line, name) for line, name in found if name.partition(".")[0] in ours]
 
 
 def rule_broken(importer: str, imported: str) -> str | None:
@@ -130,6 +136,34 @@ def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
+ENGINE_NAMES = ("engine", "session")  # expressions (`engine`, `self.engine`, `turn.session`) holding one
+
+
+def _holder(node: ast.AST) -> str | None:
+    """"engine" or "session" when `node` is a name or attribute so called (`self.engine`), else None."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name if name in ENGINE_NAMES else None
+
+
+def engine_insides(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """(line, the expression, why) of each place a module outside engine.core touches the engine's insides."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        holder = _holder(node.value)
+        if holder is None:
+            continue
+        shown = f"{ast.unparse(node.value)}.{node.attr}"
+        if node.attr.startswith("_") and not node.attr.startswith("__"):
+            found.append((node.lineno, shown, f"a private name of the {holder}"))
+        elif holder == "session" and node.attr == "seq":
+            found.append((node.lineno, shown, "the session's Sequence"))
+        elif holder == "session" and isinstance(node.ctx, ast.Store):
+            found.append((node.lineno, shown, "an assignment to a session's field"))
+    return found
+
+
 def check(root: Path) -> list[Violation]:
     violations: list[Violation] = []
     graph: dict[str, dict[str, int]] = {}  # module -> {module it imports: line}
@@ -145,7 +179,30 @@ def check(root: Path) -> list[Violation]:
                 why = rule_broken(module, imported)
                 if why:
                     violations.append(Violation(paths[module], line, module, imported, why))
+            if not _within(module, "engine.core") and module != "engine":
+                for line, shown, what in engine_insides(tree):
+                    violations.append(Violation(paths[module], line, module, shown, f"{what}: only engine.core "
+                                                "may; use (or add) a public Engine or Session method", "touches"))
+    _scripts_and_tests(root, graph, paths)
     return violations + circles(graph, paths)
+
+
+def _scripts_and_tests(root: Path, graph: dict[str, dict[str, int]], paths: dict[str, str]) -> None:
+    """Add the imports of scripts/ and tests/ to `graph`, for the circle rule. A script's bare `import results`
+    is its neighbour scripts/results.py (scripts run with their folder first on sys.path)."""
+    scripts = {p.stem for p in (root / "scripts").glob("*.py")} if (root / "scripts").is_dir() else set()
+    for top in ("scripts", "tests"):
+        for path in sorted((root / top).rglob("*.py")) if (root / top).is_dir() else []:
+            module = module_name(root, path)
+            paths[module] = str(path.relative_to(root))
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            edges = graph.setdefault(module, {})
+            found = imports_of(tree, module, path.name == "__init__.py", (*PACKAGES, "scripts", "tests"))
+            if top == "scripts" and path.parent == root / "scripts":
+                found += [(line, f"scripts.{name}") for line, name in imports_of(tree, module, False, tuple(scripts))
+                          if name in scripts]
+            for line, imported in found:
+                edges.setdefault(imported, line)
 
 
 def circles(graph: dict[str, dict[str, int]], paths: dict[str, str]) -> list[Violation]:
@@ -239,7 +296,8 @@ def main(argv: list[str]) -> int:
     violations = check(root)
     for violation in violations:
         print(violation)
-    print(f"{len(violations)} import(s) against the layer order" if violations else "imports go one way: ok")
+    print(f"{len(violations)} violation(s) of the layer rules" if violations else "imports go one way, no circles, "
+          "engine insides stay in engine.core: ok")
     return 1 if violations else 0
 
 

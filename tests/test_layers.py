@@ -101,3 +101,32 @@ def test_a_three_module_circle_is_one_violation(tmp_path):
         (tmp_path / "tools" / f"{name}.py").write_text(f"import tools.{imports}\n")
     found = check_layers.check(tmp_path)
     assert [v.why.split(";")[0] for v in found] == ["import circle: tools.a -> tools.b -> tools.c -> tools.a"]
+
+
+def test_a_circle_between_scripts_fails_the_check(tmp_path):
+    # scripts import their neighbours by bare name (scripts/results.py <-> scripts/results_learning.py was one)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "results.py").write_text("def table():\n    import results_learning\n")
+    (tmp_path / "scripts" / "results_learning.py").write_text("import json\nimport results as base\n")
+    found = check_layers.check(tmp_path)
+    assert [v.why.split(";")[0] for v in found] == [
+        "import circle: scripts.results -> scripts.results_learning -> scripts.results"]
+    assert found[0].path == "scripts/results_learning.py" and found[0].line == 2
+
+
+@pytest.mark.parametrize(("line", "touched"), [
+    ("with self.engine._lock: pass", "self.engine._lock"),  # the step lock is the engine's
+    ("return backend.engine._grammar_cache()", "backend.engine._grammar_cache"),
+    ("return session.seq.token_ids", "session.seq"),  # a session's Sequence is the engine's
+    ("session.history_len = 0", "session.history_len"),  # so are its fields
+])
+def test_only_engine_core_touches_the_engines_insides(tmp_path, line, touched):
+    root = _copy(tmp_path)
+    found = _added(root, "engine/serve/backend.py", line)
+    assert [(v.path, v.verb, v.imported) for v in found] == [("engine/serve/backend.py", "touches", touched)]
+    assert "only engine.core may" in found[0].why
+    assert not _added(root, "engine/core/llm_engine.py", line)  # inside the core it is its own business
+
+
+def test_public_session_fields_may_be_read_outside_the_core(tmp_path):
+    assert not _added(_copy(tmp_path), "engine/serve/backend.py", "return session.num_tokens, session.cache_salt")
