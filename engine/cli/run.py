@@ -93,12 +93,11 @@ def run_cmd(**options) -> None:
     """Run a document agent over every question; write predictions and trajectories, resumable.
 
     All episodes run at once through Dossier's engine (each keeps its KV cache across
-    turns; prefills and decodes of all episodes are batched). The bm25 agent searches the
-    corpus with MADQA's query language and answers with page citations; rag retrieves
-    once with the question; oracle reads the gold pages (retrieval removed); closed-book
-    sees no documents; qguide (Q-Guide) reads the question's document (or searches the
-    collection) in rounds of parallel perception-tool calls and submits with a confidence
-    that meets a gate. A killed run re-run with the same --out skips finished episodes.
+    turns; prefills and decodes of all episodes are batched). The agents (--agent):
+
+    {agents}
+
+    A killed run re-run with the same --out skips finished episodes.
     Then score it with `dossier eval RUN_DIR`.
 
     Example:
@@ -183,6 +182,14 @@ def _build_signature() -> inspect.Signature:
     return base.replace(parameters=params + [p for _, _, p in _setting_options()], return_annotation=None)
 
 
+def _agents_help() -> str:
+    """One line per registered agent, from the registry (its summary), for `dossier run --help`."""
+    from engine.agents.registry import registered
+
+    return "\n\n    ".join(f"{spec.name}: {spec.summary}" + ("" if spec.needs_corpus else " (no --corpus)")
+                           for spec in registered())
+
+
 def _ray_launcher(ray: str | None):
     """engine.distributed's run_on_ray when --ray is given; Ray's code is not imported otherwise."""
     if ray is None:
@@ -199,6 +206,7 @@ def register(app: typer.Typer) -> None:
     def command(**options) -> None:
         run_cmd(**options)
 
+    command.__doc__ = run_cmd.__doc__.replace("{agents}", _agents_help())
     command.__signature__ = _build_signature()  # typer reads the options from it and the hints below
     command.__annotations__ = {p.name: p.annotation for p in command.__signature__.parameters.values()}
     app.command("run")(command)

@@ -52,6 +52,7 @@ def test_the_tiny_agents_setting_is_a_dossier_run_option_checked_by_its_own_clas
     run_cli.register(app)
     shown = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output
     assert "--agent first-hit" in shown and "--hit-rank" in shown and "which hit of the one search" in shown
+    assert "first-hit: cites the first search hit" in shown  # the agents are listed from the registry, not by hand
 
 
 def _run_files(out: Path):
