@@ -34,11 +34,12 @@ def _local(model, questions, corpus, items, out, threads, concurrency) -> dict:
     from engine.agents.env import AgentEnv
     from engine.agents.runner import RolloutRunner
     from engine.agents.settings import AgentSettings
+    from engine.core.config import EngineConfig
 
     settings = AgentSettings(agent="bm25", **SETTINGS)
     env = AgentEnv(corpus, settings.page_chars, settings.search_mode)
-    engine_kwargs = dict(kv_cache_gib=0.1, device="cpu", cpu_threads=threads)
-    _, settings, backend = engine_backend(str(model), engine_kwargs, settings, env)
+    _, settings, backend = engine_backend(str(model), EngineConfig(kv_cache_gib=0.1, device="cpu", cpu_threads=threads),
+                                          settings, env)
     RolloutRunner(backend, settings, env, out / "warm", concurrency).run(items[:concurrency])  # warm-up
     summary = RolloutRunner(backend, settings, env, out / "timed", concurrency).run(items)
     return {"episodes": summary.episodes, "seconds": round(summary.seconds, 2)}
@@ -46,11 +47,12 @@ def _local(model, questions, corpus, items, out, threads, concurrency) -> dict:
 
 def _ray(model, corpus, items, out, workers, concurrency) -> dict:
     from engine.agents.settings import AgentSettings
+    from engine.core.config import EngineConfig
     from engine.distributed import RayRollout
 
     settings = AgentSettings(agent="bm25", **SETTINGS)
-    engine_kwargs = dict(kv_cache_gib=0.1, device="cpu")
-    with RayRollout.start("local", workers, 0.0, str(model), engine_kwargs, settings, corpus, concurrency,
+    engine_config = EngineConfig(kv_cache_gib=0.1, device="cpu")
+    with RayRollout.start("local", workers, 0.0, str(model), engine_config, settings, corpus, concurrency,
                           echo=lambda line: print(line, file=sys.stderr)) as rollout:
         rollout.run(items[:concurrency * workers], out / "warm")  # warm-up: every worker's first turns
         summary = rollout.run(items, out / "timed")

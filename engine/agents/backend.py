@@ -133,12 +133,12 @@ class EngineBackend:
         return counters.tokens_prefilled, counters.tokens_generated
 
 
-def engine_backend(model: str, engine_kwargs: dict, settings, env):
+def engine_backend(model: str, config, settings, env):
     """Load the engine a run uses and wrap it for the runner (a local run and each Ray worker alike).
 
     Args:
         model: 'default', a local HF directory or a .gguf file.
-        engine_kwargs: `EngineConfig` fields.
+        config: the `EngineConfig` (a run's `RunSpec.engine`).
         settings: the run's `AgentSettings` ("auto" fields resolved here for this model).
         env: the run's `AgentEnv` (None without a corpus).
 
@@ -148,10 +148,8 @@ def engine_backend(model: str, engine_kwargs: dict, settings, env):
     """
     from dataclasses import replace
 
-    from engine.core.config import EngineConfig
     from engine.core.llm_engine import Engine
 
-    config = EngineConfig(**engine_kwargs)
     first_only = config.lora is not None and getattr(settings, "adapter_turns", "all") == "first"
     engine = Engine.from_pretrained(model, replace(config, lora=None) if first_only else config)
     settings = settings.resolved(vision=getattr(engine.adapter, "vision", None) is not None)

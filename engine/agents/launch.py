@@ -1,6 +1,7 @@
 """Starting a run: questions, corpus and model loaded, the run directory checked, every episode run.
 
-`dossier run` parses its options and calls `start_run`; so do tests and the Ray test. The run
+`dossier run` parses its options into one `RunSpec` (engine/agents/run_spec.py) and calls `start_run`
+with it; so do tests and the Ray test. The run
 directory itself (run.json, resume checks, the summary) is `engine/agents/run_dir.py`'s. With
 `ray` the episodes run on Ray actors through the `on_ray` the caller passes
 (`engine.distributed.launch.run_on_ray`): agents build nothing on Ray, so this module never
@@ -16,6 +17,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from engine.agents.run_dir import check_resume, write_run_json, write_summary
+from engine.agents.run_spec import RunSpec
 from tools.progress import LiveProgress
 
 __all__ = ["start_run", "run_metadata", "check_run_resume", "progress_callback", "RESUME_KEYS"]
@@ -61,76 +63,67 @@ def check_run_resume(out: Path, meta: dict) -> None:
                  _comparable)
 
 
-def start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
-              engine_kwargs: dict, concurrency: int, limit: int | None, show_progress: bool,
-              ray: str | None = None, workers: int = 1, gpus_per_worker: float = 0.0,
-              echo: Callable[[str], None] = _stderr, on_ray: Callable[..., dict] | None = None) -> dict:
-    """Load questions, model and corpus, run every episode, and return the run summary.
+def start_run(spec: RunSpec, show_progress: bool, echo: Callable[[str], None] = _stderr,
+              on_ray: Callable[..., dict] | None = None) -> dict:
+    """Load questions, model and corpus, run every episode of `spec`, and return the run summary.
 
     With `show_progress`, progress goes to stderr from the first moment (imports and model
     loading take minutes on a busy machine): a bar on a terminal, plain lines in a log.
-    With `ray` (HOST:PORT, 'auto' or 'local') the episodes run on `workers` Ray actors, one
-    engine each, run by `on_ray` (`engine.distributed.launch.run_on_ray`); without it Ray is
-    never imported. `echo` gets one line per skipped question and per Ray message.
+    With `spec.placement` the episodes run on Ray workers, one engine each, run by `on_ray`
+    (`engine.distributed.launch.run_on_ray`); without it Ray is never imported. `echo` gets one
+    line per skipped question and per Ray message.
     """
-    if ray is not None and on_ray is None:
-        raise ValueError("start_run(ray=...) needs on_ray=engine.distributed.launch.run_on_ray")
-    with LiveProgress(f"run {agent}") if show_progress else nullcontext() as live:
+    if spec.placement is not None and on_ray is None:
+        raise ValueError("a RunSpec with a Ray placement needs on_ray=engine.distributed.launch.run_on_ray")
+    with LiveProgress(f"run {spec.agent}") if show_progress else nullcontext() as live:
         if live is not None:
             live.phase("starting (imports, questions, corpus)")
-        return _start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
-                          live, (ray, workers, gpus_per_worker, on_ray), echo)
+        return _start_run(spec, live, echo, on_ray)
 
 
-def _start_run(agent: str, model: str, questions: Path, corpus: Path | None, out: Path, settings_kwargs: dict,
-               engine_kwargs: dict, concurrency: int, limit: int | None, live: LiveProgress | None,
-               placement: tuple, echo: Callable[[str], None]) -> dict:
+def _start_run(spec: RunSpec, live: LiveProgress | None, echo: Callable[[str], None], on_ray) -> dict:
     from engine.agents.backend import engine_backend
     from engine.agents.env import AgentEnv
     from engine.agents.registry import agent_spec
     from engine.agents.runner import RolloutRunner
-    from engine.agents.settings import AgentSettings
-    from engine.core.config import EngineConfig
     from engine.datasets import load_questions
     from tools.errors import DossierError
 
-    settings = AgentSettings(agent=agent, **settings_kwargs)
-    items, errors = load_questions(questions)
+    settings, agent = spec.settings, agent_spec(spec.agent)
+    items, errors = load_questions(spec.questions)
     for err in errors:
         echo(f"skipped {err}")
-    if limit is not None:
-        items = items[:limit]
+    if spec.limit is not None:
+        items = items[:spec.limit]
     if not items:
-        raise DossierError(f"{questions} has no usable questions")
-    for line in _agent_run_start(agent_spec(agent), settings, items):  # e.g. Q-Guide's --gate auto table
+        raise DossierError(f"{spec.questions} has no usable questions")
+    for line in _agent_run_start(agent, settings, items):  # e.g. Q-Guide's --gate auto table
         echo(line)
-    if agent_spec(agent).needs_corpus and corpus is None:
-        raise DossierError(f"agent {agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
+    if agent.needs_corpus and spec.corpus is None:
+        raise DossierError(f"agent {spec.agent!r} needs --corpus (a corpus built by `dossier ingest` and `dossier index`)")
     env = None
-    if corpus is not None:
-        env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
-    EngineConfig(**engine_kwargs)  # bad engine options fail before anything loads
-    meta = run_metadata(settings, model, questions, corpus, {k: v for k, v in engine_kwargs.items()})
-    meta |= agent_spec(agent).meta()  # e.g. the workflow's sandbox guarantees
-    check_run_resume(out, meta)
-    if placement[0] is not None:
-        return placement[3](placement[:3], model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live,
-                            echo)
+    if spec.corpus is not None:
+        env = AgentEnv(spec.corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
+    meta = run_metadata(settings, spec.model, spec.questions, spec.corpus, dict(spec.engine_options))
+    meta |= agent.meta()  # e.g. the workflow's sandbox guarantees
+    check_run_resume(spec.out, meta)
+    if spec.placement is not None:
+        return on_ray(spec, items, meta, live, echo)
     if live is not None:  # converting a GGUF on first use takes minutes: the log shows it is alive
-        live.phase(f"loading model {model}")
-    engine, settings, backend = engine_backend(model, engine_kwargs, settings, env)
+        live.phase(f"loading model {spec.model}")
+    engine, settings, backend = engine_backend(spec.model, spec.engine, settings, env)
     if hasattr(engine, "pool_line"):
         echo(engine.pool_line())  # how much conversation the pool holds, and where its size came from
     meta["observe"] = settings.observe  # what "auto" became for this model
-    write_run_json(out, meta)
+    write_run_json(spec.out, meta)
     progress = progress_callback(live, len(items))
-    summary = RolloutRunner(backend, settings, env, out, concurrency, progress=progress).run(items)
+    summary = RolloutRunner(backend, settings, env, spec.out, spec.concurrency, progress=progress).run(items)
     stats = engine.stats()
     counters = stats["counters"] | ({"first_turns": stats["first_turns"]} if "first_turns" in stats else {})
-    report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": counters,
+    report = summary.to_json() | {"questions": len(items), "out": str(spec.out), "engine": counters,
                                   "cpu_threads": stats.get("cpu_threads")}
-    report |= agent_spec(agent).report(out, engine)  # e.g. the workflow's prefix-cache share
-    return write_summary(out, report)
+    report |= agent.report(spec.out, engine)  # e.g. the workflow's prefix-cache share
+    return write_summary(spec.out, report)
 
 
 def _agent_run_start(spec, settings, items) -> list[str]:

@@ -129,10 +129,11 @@ def run_cmd(**options) -> None:
         StopRule.load(stop_rule)  # a bad file stops the run before the model loads
         settings_kwargs["stop_rule"] = str(stop_rule.resolve())
     from engine.agents.launch import start_run
+    from engine.agents.run_spec import RayPlacement, RunSpec
 
-    report = start_run(agent, model, questions, corpus, out, settings_kwargs, engine_kwargs, concurrency, limit,
-                       show_progress=True, ray=ray, workers=workers,
-                       gpus_per_worker=gpus_per_worker, on_ray=_ray_launcher(ray))
+    placement = None if ray is None else RayPlacement(ray, workers, gpus_per_worker)
+    spec = RunSpec(agent, model, questions, out, corpus, settings_kwargs, engine_kwargs, concurrency, limit, placement)
+    report = start_run(spec, show_progress=True, on_ray=_ray_launcher(ray))
     if fmt is OutputFormat.json:
         emit_json(report)
         return

@@ -109,11 +109,11 @@ def serve(
                          max_num_batched_tokens=max_batched_tokens, device=device,
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
                          cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout)
+    engine_config = EngineConfig(**engine_kwargs)  # built once; bad engine options fail before anything loads
     if ray is not None:
-        EngineConfig(**engine_kwargs)  # bad engine options fail here, before any worker loads the model
-        return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port,
+        return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_config, served_model_name, host, port,
                              api_key, max_request_mib, max_pinned_sessions, origins, limits)
-    engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
+    engine = Engine.from_pretrained(model, engine_config)
     if engine.processor is None:
         raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
                            "folder or GGUF file with a tokenizer and chat template")
@@ -136,7 +136,7 @@ def serve(
         backend.stop()
 
 
-def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, served_model_name, host, port, api_key,
+def _serve_on_ray(address, workers, gpus_per_worker, model, engine_config, served_model_name, host, port, api_key,
                   max_request_mib, max_pinned_sessions, origins=(), limits=None) -> None:
     """The same server with its engines on Ray workers and a prefix-aware router in front (engine/distributed/)."""
     from engine.distributed.router import RayServeBackend
@@ -144,7 +144,7 @@ def _serve_on_ray(address, workers, gpus_per_worker, model, engine_kwargs, serve
     from engine.serve.config import ServeConfig
     from engine.serve.server import serve_forever
 
-    backend = RayServeBackend.start(address, workers, gpus_per_worker, model, engine_kwargs, max_pinned_sessions)
+    backend = RayServeBackend.start(address, workers, gpus_per_worker, model, engine_config, max_pinned_sessions)
     try:
         first = backend.infos[0]
         names = tuple(served_model_name or dict.fromkeys([model, first["name"]]))

@@ -7,6 +7,7 @@ node. A process that already called `ray.init` (a test, a notebook) keeps its ow
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from tools.errors import DossierError, missing_dependency
@@ -61,15 +62,15 @@ def check_resources(workers: int, cpus_per_worker: float, gpus_per_worker: float
 
 
 def start_workers(worker_class, address: str, workers: int, cpus_per_worker: float, gpus_per_worker: float,
-                  engine_kwargs: dict, make_args, **options) -> tuple[list, list[dict], bool]:
+                  engine, make_args, **options) -> tuple[list, list[dict], bool]:
     """Join or start the cluster and start `workers` actors of `worker_class`, one engine each.
 
     Args:
         worker_class: a plain class (`RolloutWorker`, `ServeWorker`) with a `describe()` method.
         address: as for `connect`.
-        engine_kwargs: `EngineConfig` fields; "auto" CPU threads become the worker's reserved CPUs
+        engine: the `EngineConfig`; "auto" CPU threads become the worker's reserved CPUs
             (auto would count cores the other workers reserved).
-        make_args: make_args(index, engine_kwargs) -> the constructor's arguments for worker `index`.
+        make_args: make_args(index, engine) -> the constructor's arguments for worker `index`.
         options: more Ray actor options (e.g. max_concurrency).
 
     Returns:
@@ -84,13 +85,13 @@ def start_workers(worker_class, address: str, workers: int, cpus_per_worker: flo
     try:
         check_resources(workers, cpus_per_worker, gpus_per_worker)
         threads = max(1, int(cpus_per_worker))
-        if engine_kwargs.get("cpu_threads") is None:
-            engine_kwargs = engine_kwargs | {"cpu_threads": threads}
+        if engine.cpu_threads is None:
+            engine = dataclasses.replace(engine, cpu_threads=threads)
         env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads)}
         actor_class = ray.remote(worker_class).options(
             num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0, scheduling_strategy="SPREAD",
             runtime_env={"env_vars": env}, **options)
-        actors = [actor_class.remote(*make_args(i, engine_kwargs)) for i in range(workers)]
+        actors = [actor_class.remote(*make_args(i, engine)) for i in range(workers)]
         return actors, ray.get([actor.describe.remote() for actor in actors]), started
     except BaseException:
         if started:

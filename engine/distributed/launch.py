@@ -12,19 +12,24 @@ from engine.agents.run_dir import write_run_json, write_summary
 __all__ = ["run_on_ray"]
 
 
-def run_on_ray(placement: tuple, model, engine_kwargs, settings, corpus, items, out, meta, concurrency, live,
-               echo) -> dict:
-    """The same run on Ray workers (engine/distributed/): the same run directory and progress."""
+def run_on_ray(spec, items, meta, live, echo) -> dict:
+    """The same run on Ray workers (engine/distributed/): the same run directory and progress.
+
+    Args:
+        spec: the run's `RunSpec`, its `placement` set.
+        items: the questions to run; meta: run.json (written once the workers resolved the settings);
+        live: the progress display (None: none); echo: prints a status line.
+    """
     from engine.distributed import RayRollout
 
-    address, workers, gpus_per_worker = placement
+    placement = spec.placement
     if live is not None:
-        live.phase(f"starting {workers} Ray workers (each loads {model})")
-    with RayRollout.start(address, workers, gpus_per_worker, model, engine_kwargs, settings, corpus, concurrency,
-                          echo) as rollout:
+        live.phase(f"starting {placement.workers} Ray workers (each loads {spec.model})")
+    with RayRollout.start(placement.address, placement.workers, placement.gpus_per_worker, spec.model, spec.engine,
+                          spec.settings, spec.corpus, spec.concurrency, echo) as rollout:
         meta["observe"] = rollout.settings.observe
-        write_run_json(out, meta)
-        summary = rollout.run(items, out, progress_callback(live, len(items)))
-        report = summary.to_json() | {"questions": len(items), "out": str(out), "engine": rollout.engine_counters(),
-                                      "ray": rollout.report()}
-    return write_summary(out, report)
+        write_run_json(spec.out, meta)
+        summary = rollout.run(items, spec.out, progress_callback(live, len(items)))
+        report = summary.to_json() | {"questions": len(items), "out": str(spec.out),
+                                      "engine": rollout.engine_counters(), "ray": rollout.report()}
+    return write_summary(spec.out, report)

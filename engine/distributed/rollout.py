@@ -43,7 +43,7 @@ class RayRollout:
         self.driver_cpu_s = 0.0  # CPU time of the driver process (Ray's client threads included), last run
 
     @classmethod
-    def start(cls, address: str, workers: int, gpus_per_worker: float, model: str, engine_kwargs: dict, settings,
+    def start(cls, address: str, workers: int, gpus_per_worker: float, model: str, engine, settings,
               corpus: Path | None, concurrency: int, echo: Callable[[str], None] = print,
               cpus_per_worker: float = 1.0) -> RayRollout:
         """Connect to the cluster, start the workers (each loads the model) and check they see the corpus.
@@ -52,15 +52,16 @@ class RayRollout:
             address: 'local', 'auto' or HOST:PORT (see `cluster.connect`).
             workers: worker actors, one engine each.
             gpus_per_worker: GPUs reserved by each worker (0 for CPU; fractions share a GPU).
-            model, engine_kwargs, settings, corpus, concurrency: as for a local run (concurrency per worker).
+            model, engine (an `EngineConfig`), settings, corpus, concurrency: as for a local run (concurrency per
+                worker).
             echo: prints a status line for the user.
             cpus_per_worker: CPUs reserved by each worker (its torch and numba threads).
         """
         root = str(Path(corpus).resolve()) if corpus is not None else None
         echo(f"ray: starting {workers} workers (each loads {model})")
         actors, infos, started = start_workers(
-            RolloutWorker, address, workers, cpus_per_worker, gpus_per_worker, engine_kwargs,
-            lambda i, kwargs: (i, model, kwargs, settings, root, concurrency))
+            RolloutWorker, address, workers, cpus_per_worker, gpus_per_worker, engine,
+            lambda i, config: (i, model, config, settings, root, concurrency))
         line, problems = describe_placement(corpus_facts(root), infos)
         hosts = sorted({info["host"] for info in infos})
         echo(f"ray: {workers} workers on {len(hosts)} node{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)}), "

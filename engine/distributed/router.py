@@ -53,7 +53,7 @@ class RayServeBackend:
         self.last_route: dict | None = None  # the latest decision: worker, why, cached tokens per worker
 
     @classmethod
-    def start(cls, address: str, workers: int, gpus_per_worker: float, model: str, engine_kwargs: dict,
+    def start(cls, address: str, workers: int, gpus_per_worker: float, model: str, engine,
               max_pinned_sessions: int = 256, cpus_per_worker: float = 1.0) -> RayServeBackend:
         """Join or start the cluster and start `workers` engines (each loads `model`)."""
         from models.loading import load_processor
@@ -62,8 +62,8 @@ class RayServeBackend:
         if processor is None:
             raise DossierError(f"model {model!r} has no tokenizer; dossier serve needs a model folder or GGUF file")
         actors, infos, started = start_workers(
-            ServeWorker, address, workers, cpus_per_worker, gpus_per_worker, engine_kwargs,
-            lambda i, kwargs: (i, model, kwargs, max_pinned_sessions), max_concurrency=1000)
+            ServeWorker, address, workers, cpus_per_worker, gpus_per_worker, engine,
+            lambda i, config: (i, model, config, max_pinned_sessions), max_concurrency=1000)
         return cls(actors, infos, processor, started, max_pinned_sessions)
 
     # --- ServingBackend -----------------------------------------------------------------

@@ -27,19 +27,18 @@ class ServeWorker:
     Args:
         index: this worker's number (for logs and routing statistics).
         model: 'default', a local HF directory or a .gguf file (the same path on every node).
-        engine_kwargs: `EngineConfig` fields.
+        config: the `EngineConfig`.
         max_pinned_sessions: conversations pinned by session_id kept at once on this worker.
     """
 
-    def __init__(self, index: int, model: str, engine_kwargs: dict, max_pinned_sessions: int):
+    def __init__(self, index: int, model: str, config, max_pinned_sessions: int):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # Ray forwards stderr
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from engine.core.config import EngineConfig
         from engine.core.llm_engine import Engine
         from engine.serve.backend import LocalBackend
 
         self.index = index
-        self.engine = Engine.from_pretrained(model, EngineConfig(**engine_kwargs))
+        self.engine = Engine.from_pretrained(model, config)
         if self.engine.processor is None:
             raise DossierError(f"model {model!r} has no tokenizer; dossier serve needs a model folder or GGUF file")
         self.backend = LocalBackend(self.engine, max_pinned_sessions)

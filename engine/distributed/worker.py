@@ -31,20 +31,20 @@ class RolloutWorker:
     Args:
         index: this worker's number (for logs).
         model: 'default', a local HF directory or a .gguf file (the same path on every node).
-        engine_kwargs: `EngineConfig` fields.
+        config: the `EngineConfig`.
         settings: the run's `AgentSettings` (unresolved; resolved here for the model).
         corpus: the corpus directory (None for closed-book).
         concurrency: episodes in flight at once on this worker.
     """
 
-    def __init__(self, index: int, model: str, engine_kwargs: dict, settings, corpus: str | None, concurrency: int):
+    def __init__(self, index: int, model: str, config, settings, corpus: str | None, concurrency: int):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # Ray forwards stderr
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.index, self.corpus, self.concurrency = index, corpus, concurrency
         self.env = None
         if corpus is not None:
             self.env = AgentEnv(corpus, settings.page_chars, settings.search_mode, settings.rerank, settings.late_model)
-        self.engine, self.settings, self.backend = engine_backend(model, engine_kwargs, settings, self.env)
+        self.engine, self.settings, self.backend = engine_backend(model, config, settings, self.env)
         log.info("worker %d ready on %s (pid %d): model %s on %s", index, os.uname().nodename, os.getpid(), model,
                  self.engine.config.resolved_device())
 

@@ -114,7 +114,7 @@ def test_max_turn_tokens_and_its_alias_reach_the_settings(tmp_path, monkeypatch)
 
     seen = []
     report = {"finish_reasons": {}, "episodes": 0}
-    monkeypatch.setattr(launch, "start_run", lambda *args, **kw: seen.append(args[5]) or report)
+    monkeypatch.setattr(launch, "start_run", lambda spec, **kw: seen.append(spec.settings_options) or report)
     for flag in ("--max-turn-tokens", "--max-new-tokens"):
         result = CliRunner().invoke(app, ["run", "--questions", "q.jsonl", "--out", str(tmp_path), "--agent",
                                           "closed-book", flag, "1024", "--format", "json"])

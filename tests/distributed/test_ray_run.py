@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.config import EngineConfig
 from tests.distributed.helpers import build_sample, build_tiny_model
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'dossier[ray]' (pinned in dev)")
@@ -106,8 +107,11 @@ def test_a_ray_run_equals_the_local_run_and_without_ray_nothing_imports_it(data,
     # every turn after the first continued its episode's session: its history came from the KV cache
     later = [s for t in _lines(local / "trajectories.jsonl") for s in t["steps"][1:]]
     assert later and all(s["tokens"]["cached"] > 0 for s in later)
-    report = start_run("bm25", str(data["model"]), data["questions"], data["corpus"], tmp_path / "ray", SETTINGS,
-                       ENGINE, 2, LIMIT, show_progress=False, ray=cluster, workers=2, on_ray=run_on_ray)
+    from engine.agents.run_spec import RayPlacement, RunSpec
+
+    spec = RunSpec("bm25", str(data["model"]), data["questions"], tmp_path / "ray", data["corpus"], SETTINGS, ENGINE,
+                   2, LIMIT, RayPlacement(cluster, workers=2))
+    report = start_run(spec, show_progress=False, on_ray=run_on_ray)
     _assert_same_as_local(tmp_path / "ray", local)
     workers = report["ray"]["workers"]
     assert [w["episodes"] for w in workers] == [LIMIT // 2, LIMIT // 2]  # balanced shards, both workers used
@@ -124,7 +128,7 @@ def test_a_worker_killed_with_sigkill_mid_run_loses_and_repeats_nothing(data, cl
 
     items = load_questions(data["questions"])[0][:LIMIT]
     killed = []
-    with RayRollout.start(cluster, 2, 0.0, str(data["model"]), ENGINE, _settings(), data["corpus"], 2,
+    with RayRollout.start(cluster, 2, 0.0, str(data["model"]), EngineConfig(**ENGINE), _settings(), data["corpus"], 2,
                           echo=lambda line: None) as rollout:
         victim = rollout.infos[1]["pid"]
 

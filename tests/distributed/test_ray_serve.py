@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.config import EngineConfig
 from tests.distributed.helpers import build_tiny_model
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'dossier[ray]' (pinned in dev)")
@@ -35,7 +36,7 @@ def served(tmp_path_factory):
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
     try:
         backend = RayServeBackend.start("local", 2, 0.0, str(model),
-                                        dict(kv_cache_gib=0.05, device="cpu", block_size=4, num_kv_blocks=512))
+                                        EngineConfig(kv_cache_gib=0.05, device="cpu", block_size=4, num_kv_blocks=512))
         try:
             with ServerThread(build_app(backend, ServeConfig(served_model_names=("tiny",)))) as url:
                 yield OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=120), backend

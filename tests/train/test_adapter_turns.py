@@ -7,6 +7,7 @@ import pytest
 
 from engine.agents.backend import EngineBackend, EnginePair, FirstTurnBackend, engine_backend
 from engine.agents.settings import AgentSettings
+from engine.core.config import EngineConfig
 from tests.train.test_adapter import MESSAGES, _engine, _lora_folder
 
 pytest.importorskip("peft", reason="the train extra (peft) is not installed; pip install -e .[dev] has it")
@@ -61,14 +62,15 @@ def test_a_run_with_adapter_turns_first_loads_both_engines_and_reports_both(tiny
     folder, model = tiny_folder
     _lora_folder(folder, model, tmp_path / "adapter")
     kwargs = dict(block_size=4, num_kv_blocks=256, dtype="float32", lora=str(tmp_path / "adapter"))
-    engine, _settings, backend = engine_backend(str(folder), kwargs, AgentSettings(adapter_turns="first"), None)
+    engine, _settings, backend = engine_backend(str(folder), EngineConfig(**kwargs), AgentSettings(adapter_turns="first"),
+                                                None)
     assert isinstance(backend, FirstTurnBackend) and isinstance(engine, EnginePair)
     conversation = backend.open("q")
     backend.append(conversation, MESSAGES[:2])
     first = _turn(backend, conversation)
     stats = engine.stats()
     assert stats["first_turns"]["tokens_generated"] == len(first.token_ids) == stats["counters"]["tokens_generated"]
-    _engine_all, _, merged = engine_backend(str(folder), kwargs, AgentSettings(), None)
+    _engine_all, _, merged = engine_backend(str(folder), EngineConfig(**kwargs), AgentSettings(), None)
     assert isinstance(merged, EngineBackend)  # the default: the adapter merged into the one model
 
 
