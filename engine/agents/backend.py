@@ -56,7 +56,7 @@ class EngineBackend:
         self.temperature = temperature
         self.schemas = {flag: tool_call_schema(flag, documents) for flag in (True, False)} if structured else None
         self.processor = engine.processor
-        self.max_positions = engine.adapter.shape.max_positions
+        self.max_positions = engine.max_context  # the model's context, the KV pool's or max_model_len: one place
 
     def open(self, qid: str = ""):
         return self.engine.open_session()

@@ -116,10 +116,7 @@ def test_a_rerun_skips_finished_parents(tmp_path, toy_agent):
 
 class _FakeEngine:
     processor = None
-
-    class adapter:
-        class shape:
-            max_positions = 100
+    max_context = 100
 
     def __init__(self):
         self.params = []
