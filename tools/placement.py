@@ -21,10 +21,12 @@ DEVICES = ("auto", "cpu", "cuda")
 
 def resolve_device(device: str, option: str = "--device") -> str:
     """"auto": cuda when torch sees a GPU, else cpu; "cuda" without a GPU is an error naming `option`."""
-    import torch
-
     if device not in DEVICES:
         raise DossierError(f"{option} {device!r} is not one of {', '.join(DEVICES)}")
+    if device == "cpu":
+        return device  # without importing torch: a BM25 search on the CPU never needs it
+    import torch
+
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():

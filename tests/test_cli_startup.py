@@ -1,0 +1,36 @@
+"""Commands that need no model never import torch (about a second of a cold start on the project's CPUs)."""
+
+import subprocess
+import sys
+
+from engine.agents.backend import ScriptedBackend
+from engine.agents.env import AgentEnv
+from engine.agents.runner import RolloutRunner
+from engine.agents.settings import AgentSettings
+from engine.datasets.formats import write_jsonl
+from tests.agents.scripted import build_corpus, questions, search_then_answer
+
+WATCH = ("import atexit, sys; atexit.register(lambda: print('TORCH_LOADED', 'torch' in sys.modules, file=sys.stderr)); "
+         "from engine.cli.main import main; sys.argv = ['dossier'] + sys.argv[1:]; main()")
+
+
+def _dossier(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WATCH, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_dossier_search_and_eval_do_not_import_torch(tmp_path):
+    corpus = build_corpus(tmp_path / "corpus")
+    search = _dossier("search", "--corpus", str(corpus), "revenue 2019")
+    assert search.returncode == 0, search.stderr
+    assert "report" in search.stdout
+    assert "TORCH_LOADED False" in search.stderr
+    run = tmp_path / "run"
+    RolloutRunner(ScriptedBackend(search_then_answer), AgentSettings(), AgentEnv(corpus), run).run(questions(3))
+    write_jsonl(tmp_path / "questions.jsonl", [q.to_json() for q in questions(3)])
+    # --no-drift: query drift embeds the queries with MiniLM, a model (the one part of eval that needs torch)
+    evaluated = _dossier("eval", str(run / "predictions.jsonl"), "--gold", str(tmp_path / "questions.jsonl"),
+                         "--trajectories", str(run / "trajectories.jsonl"), "--out", str(tmp_path / "eval"),
+                         "--no-drift", "--format", "json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert '"accuracy"' in evaluated.stdout
+    assert "TORCH_LOADED False" in evaluated.stderr
