@@ -30,6 +30,8 @@ def studio_cmd(
                                          "run.json and every trajectory; `dossier eval` reports it apart.")] = False,
     head_timeout: Annotated[float, typer.Option(help="Seconds a browser has to send a request's headers; the "
                                                      "connection is closed past it.")] = 10.0,
+    body_timeout: Annotated[float, typer.Option(help="Seconds a browser has, after the headers, to send a request's "
+                                                     "body; the connection is closed past it.")] = 60.0,
     limit_concurrency: Annotated[int, typer.Option(help="Open connections served at once; beyond it new "
                                                         "requests get a 503.")] = 512,
 ) -> None:
@@ -60,7 +62,8 @@ def studio_cmd(
     config = StudioConfig(corpus=corpus, questions=questions, out=out, host=host, port=port,
                           token=token or os.environ.get("DOSSIER_STUDIO_TOKEN") or None, k=k,
                           search_mode=search_mode, rerank=rerank, dpi=dpi, oracle=oracle,
-                          head_timeout_s=head_timeout, limit_concurrency=limit_concurrency)
+                          head_timeout_s=head_timeout, body_timeout_s=body_timeout,
+                          limit_concurrency=limit_concurrency)
     typer.echo("loading the corpus and its search index...", err=True)
     server, studio = build_server(config)
     studio.announce = typer.echo

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from engine.core.structured import SchemaLimits
-from engine.web.connections import DEFAULT_HEAD_TIMEOUT_S, DEFAULT_LIMIT_CONCURRENCY
+from engine.web.connections import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEAD_TIMEOUT_S, DEFAULT_LIMIT_CONCURRENCY
 from engine.web.guard import check_exposure, normal_origin
 from tools.errors import DossierError
 
@@ -56,6 +56,8 @@ class ServeConfig:
     # A request head (request line and headers) must arrive within this many seconds of the connection opening, or
     # of its first byte on a kept-alive connection, else the connection is closed (before any key check runs).
     head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    # Then its body must arrive within this many seconds of the head, else the connection is closed.
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
     # Open connections (and requests in progress) served at once; beyond it new requests get a 503.
     limit_concurrency: int = DEFAULT_LIMIT_CONCURRENCY
 
@@ -76,8 +78,9 @@ class ServeConfig:
                      "max_schema_enum_values", "max_schema_properties", "max_schema_depth", "limit_concurrency"):
             if getattr(self, name) < 1:
                 raise DossierError(f"{name} must be at least 1 (got {getattr(self, name)})")
-        if self.head_timeout_s <= 0:
-            raise DossierError(f"head_timeout_s must be > 0 seconds (got {self.head_timeout_s})")
+        for name in ("head_timeout_s", "body_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise DossierError(f"{name} must be > 0 seconds (got {getattr(self, name)})")
         self.allowed_origins = tuple(self.allowed_origins)
         for origin in self.allowed_origins:
             if normal_origin(origin) is None:

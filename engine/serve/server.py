@@ -56,7 +56,7 @@ def _connection_limits(config: ServeConfig | None) -> dict:
     from engine.web.connections import uvicorn_settings
 
     config = config or ServeConfig()
-    return uvicorn_settings(config.head_timeout_s, config.limit_concurrency)
+    return uvicorn_settings(config.head_timeout_s, config.limit_concurrency, config.body_timeout_s)
 
 
 class ServerThread:

@@ -34,6 +34,7 @@ class StudioConfig:
     max_body_bytes: int = 65_536  # largest request body accepted, bytes (a 413 beyond it)
     oracle: bool = False  # MADQA's human oracle condition: each question's gold evidence pages are shown first
     head_timeout_s: float = 10.0  # seconds a client has to send a request's headers; the connection closes past it
+    body_timeout_s: float = 60.0  # then seconds it has to send the body (the connection closes past it)
     limit_concurrency: int = 512  # open connections served at once; beyond it new requests get a 503
 
     def __post_init__(self):
@@ -60,8 +61,9 @@ class StudioConfig:
             raise DossierError(f"rerank must be 'none' or 'late' (got {self.rerank!r})")
         if not 1024 <= self.max_body_bytes <= 16 * 1024 * 1024:
             raise DossierError(f"max_body_bytes {self.max_body_bytes} is out of range (1 KiB .. 16 MiB)")
-        if self.head_timeout_s <= 0:
-            raise DossierError(f"head_timeout_s must be > 0 seconds (got {self.head_timeout_s})")
+        for name in ("head_timeout_s", "body_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise DossierError(f"{name} must be > 0 seconds (got {getattr(self, name)})")
         if self.limit_concurrency < 1:
             raise DossierError(f"limit_concurrency must be at least 1 (got {self.limit_concurrency})")
 

@@ -51,7 +51,8 @@ def build_server(config: StudioConfig, studio: Studio | None = None):
     server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
                                            access_log=False, server_header=False, date_header=False,
                                            timeout_graceful_shutdown=2,
-                                           **uvicorn_settings(config.head_timeout_s, config.limit_concurrency)))
+                                           **uvicorn_settings(config.head_timeout_s, config.limit_concurrency,
+                                                                              config.body_timeout_s)))
     return server, studio
 
 

@@ -1,4 +1,4 @@
-"""Connections before authentication: a deadline for a request's head, and a cap on open connections.
+"""Connections before authentication: deadlines for a request's head and body, and a cap on open connections.
 
 A client that opens connections and sends half a request head holds a descriptor each, before any
 route (or the API-key check) runs: uvicorn has no deadline for reading headers, so 50 of them stayed
@@ -6,9 +6,11 @@ open 70 s past its keep-alive timeout and honest clients timed out once descript
 
 `HeadDeadlineProtocol` is uvicorn's h11 protocol with one addition: from the moment a connection
 opens, or the first byte of a new request on a kept-alive one, the whole head must arrive within
-`head_timeout_s`, else the connection is closed. `uvicorn_settings` gives both apps' servers that
-protocol and `limit_concurrency` (connections beyond it get a 503 instead of an exhausted
-descriptor table), and raises the process's open-file limit to fit it.
+`head_timeout_s`, else the connection is closed. Then its body (Content-Length or chunked) must arrive
+within `body_timeout_s` of the head: a client that sends a head and trickles its body a byte at a time
+would otherwise hold its connection (and the task reading it) for as long as it likes. `uvicorn_settings`
+gives both apps' servers that protocol and `limit_concurrency` (connections beyond it get a 503
+instead of an exhausted descriptor table), and raises the process's open-file limit to fit it.
 """
 
 from __future__ import annotations
@@ -16,22 +18,26 @@ from __future__ import annotations
 import logging
 import resource
 
-__all__ = ["uvicorn_settings", "head_deadline_protocol", "DEFAULT_HEAD_TIMEOUT_S", "DEFAULT_LIMIT_CONCURRENCY"]
+__all__ = ["uvicorn_settings", "head_deadline_protocol", "DEFAULT_BODY_TIMEOUT_S", "DEFAULT_HEAD_TIMEOUT_S",
+           "DEFAULT_LIMIT_CONCURRENCY"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HEAD_TIMEOUT_S = 10.0  # a request head (request line + headers) arrives within this, seconds
+DEFAULT_BODY_TIMEOUT_S = 60.0  # then its body arrives within this, seconds (32 MiB at 4.5 Mbit/s)
 DEFAULT_LIMIT_CONCURRENCY = 512  # open connections (and tasks) before new requests get a 503
 _SPARE_DESCRIPTORS = 128  # files the process needs besides its connections (models, corpus, logs)
 
 
-def head_deadline_protocol(head_timeout_s: float):
-    """uvicorn's h11 protocol class, closing a connection whose request head is not complete within the deadline."""
+def head_deadline_protocol(head_timeout_s: float, body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S):
+    """uvicorn's h11 protocol class, closing a connection whose request head, or then its body, is not complete
+    within its deadline."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeadDeadlineProtocol(H11Protocol):
         _head_timer = None
+        _body_timer = None
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -43,10 +49,28 @@ def head_deadline_protocol(head_timeout_s: float):
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
                 self._disarm()  # the head is complete (or the connection is done)
+            if self.conn.their_state is h11.SEND_BODY:
+                if self._body_timer is None:  # the head is in, the body is coming
+                    self._body_timer = self.loop.call_later(body_timeout_s, self._body_timed_out)
+            else:
+                self._disarm_body()
 
         def connection_lost(self, exc) -> None:
             self._disarm()
+            self._disarm_body()
             super().connection_lost(exc)
+
+        def _disarm_body(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_timed_out(self) -> None:
+            self._body_timer = None
+            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+                log.info("closing a connection from %s: the request body did not arrive within %g s", self.client,
+                         body_timeout_s)
+                self.transport.close()
 
         def _arm(self) -> None:
             self._disarm()
@@ -67,10 +91,11 @@ def head_deadline_protocol(head_timeout_s: float):
     return HeadDeadlineProtocol
 
 
-def uvicorn_settings(head_timeout_s: float, limit_concurrency: int) -> dict:
+def uvicorn_settings(head_timeout_s: float, limit_concurrency: int,
+                     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> dict:
     """Keyword arguments for `uvicorn.Config` that bound connections before authentication."""
     _raise_open_file_limit(limit_concurrency + _SPARE_DESCRIPTORS)
-    return {"http": head_deadline_protocol(head_timeout_s), "limit_concurrency": limit_concurrency}
+    return {"http": head_deadline_protocol(head_timeout_s, body_timeout_s), "limit_concurrency": limit_concurrency}
 
 
 def _raise_open_file_limit(wanted: int) -> None:

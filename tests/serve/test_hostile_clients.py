@@ -130,7 +130,7 @@ def strict_server(tiny_folder):
     from tests.serve.conftest import start
 
     thread, backend = start(tiny_folder[0], "tiny", attention_backend="sdpa")
-    config = ServeConfig(served_model_names=("tiny",), head_timeout_s=1.0, limit_concurrency=60)
+    config = ServeConfig(served_model_names=("tiny",), head_timeout_s=1.0, body_timeout_s=2.0, limit_concurrency=60)
     with ServerThread(build_app(backend, config)) as url:
         yield url
     backend.stop()
@@ -175,6 +175,26 @@ def test_finding5_a_slow_head_on_a_kept_alive_connection_is_closed_too(strict_se
         assert closed_by_server(sock, within=5)
 
 
+def test_a_body_trickled_byte_by_byte_is_closed_at_the_body_deadline(strict_server):
+    # a complete head, then a body that never finishes: before the body deadline the connection stayed open for
+    # as long as the client kept sending a byte now and then
+    host, port = strict_server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{")
+        started, closed = time.monotonic(), False
+        while time.monotonic() - started < 8 and not closed:
+            try:
+                sock.sendall(b" ")  # one byte every half second: well inside any idle timeout
+            except OSError:
+                closed = True
+                break
+            closed = closed_by_server(sock, within=0.5)
+        assert closed, "the trickled body kept its connection open past the body deadline"
+        assert time.monotonic() - started < 5  # the deadline is 2 s
+    assert chat(strict_server).status_code == 200
+
+
 def test_the_limits_are_options_of_both_servers():
     from typer.testing import CliRunner
 
@@ -182,7 +202,7 @@ def test_the_limits_are_options_of_both_servers():
 
     serve = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "200"}).output
     studio = CliRunner().invoke(app, ["studio", "--help"], env={"COLUMNS": "200"}).output
-    for option in ("--head-timeout", "--limit-concurrency", "--max-schema-enum-values", "--max-schema-bytes",
-                   "--grammar-compile-timeout"):
+    for option in ("--head-timeout", "--body-timeout", "--limit-concurrency", "--max-schema-enum-values",
+                   "--max-schema-bytes", "--grammar-compile-timeout"):
         assert option in serve, option
-    assert "--head-timeout" in studio and "--limit-concurrency" in studio
+    assert "--head-timeout" in studio and "--body-timeout" in studio and "--limit-concurrency" in studio
