@@ -21,7 +21,6 @@ import importlib.util
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -163,9 +162,10 @@ def load_adapter(
 
         before = weight_bytes(adapter)
         replaced = quantize_linears(adapter, quantization, group_size=quantization_group_size, device=target)
-        # A user who quantises wants to see what it bought: one line on stderr, like the GGUF conversion's.
-        print(f"{quantization}: {replaced} linear layers quantised; weights {_size(before)} -> "
-              f"{_size(weight_bytes(adapter))}", file=sys.stderr, flush=True)
+        # A user who quantises wants to see what it bought: one warning, like the GGUF conversion's (the CLI
+        # shows warnings; a library caller's logging decides)
+        log.warning("%s: %d linear layers quantised; weights %s -> %s", quantization, replaced, _size(before),
+                    _size(weight_bytes(adapter)))
     # The engine only infers: parameters that require grad make every captured CUDA graph keep its autograd
     # graph alive in the graph pool (GBs for a 7B with a dozen buckets).
     return adapter.eval().requires_grad_(False)
