@@ -11,6 +11,8 @@ import json
 import time
 from pathlib import Path
 
+from tools.markdown import markdown_table
+
 __all__ = ["write_card"]
 
 
@@ -22,13 +24,15 @@ def _hits_rows(hits: dict | None) -> list[str]:
     if not hits:
         return ["Not measured here (`--corpus` without `--no-measure` measures them; or "
                 "`dossier retrieval-eval --model BASE --adapter DIR` on held-out questions)."]
-    rows = ["| questions | model | first-query page hit@k | document hit@k | first turn a search |", "|---|---|---|---|---|"]
+    cells = []
     for side in ("heldout", "train"):
         for model in ("base", "tuned"):
             row = hits.get(side, {}).get(model)
             if row:
-                rows.append(f"| {side} ({row['n']}) | {model} | {_pct(row['page_hit'])} {row['page_hit_ci']} | "
-                            f"{_pct(row['doc_hit'])} | {_pct(row['searched'])} |")
+                cells.append([f"{side} ({row['n']})", model, f"{_pct(row['page_hit'])} {row['page_hit_ci']}",
+                              _pct(row["doc_hit"]), _pct(row["searched"])])
+    rows = markdown_table(["questions", "model", "first-query page hit@k", "document hit@k", "first turn a search"],
+                          cells)
     if hits.get("heldout", {}).get("mcnemar_p") is not None:
         rows.append(f"\nHeld-out, paired: McNemar exact p = {hits['heldout']['mcnemar_p']:.3g} "
                     f"(only base {hits['heldout']['only_base']}, only tuned {hits['heldout']['only_tuned']}).")
@@ -70,8 +74,7 @@ def write_card(out: Path, card: dict) -> None:
         f"search_mode={agent['search_mode']}; run the adapter with the same settings",
         "",
         "## Hyper-parameters",
-        "| setting | value |", "|---|---|",
-        *[f"| {key} | {value} |" for key, value in lora.items()],
+        *markdown_table(["setting", "value"], lora.items()),
         "",
         "## Training",
         f"- {training['steps']} optimiser steps in {training['seconds']:.1f} s on {training['device']}; "
