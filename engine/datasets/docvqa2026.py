@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.datasets.formats import LineError, Question, iter_json_records
+from tools.atomic import atomic_path
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["import_docvqa2026", "answer_variants"]
@@ -147,10 +148,9 @@ def _write_pdf(record: dict, base: Path, path: Path, where: str) -> int:
         sheet = doc.new_page(width=width * 72 / PAGE_DPI, height=height * 72 / PAGE_DPI)
         sheet.insert_image(sheet.rect, stream=data)
     doc.set_metadata({"title": str(record.get("doc_id")), "producer": "dossier import docvqa2026"})
-    tmp = path.with_name(path.name + ".tmp")
-    doc.save(tmp, garbage=3, deflate=True)
+    with atomic_path(path) as tmp:
+        doc.save(tmp, garbage=3, deflate=True)
     doc.close()
-    tmp.replace(path)
     return len(pages)
 
 

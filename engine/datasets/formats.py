@@ -11,11 +11,11 @@ and written back, so a round trip loses nothing.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.atomic import atomic_write
 from tools.errors import DossierError
 
 __all__ = [
@@ -270,14 +270,10 @@ def write_jsonl(path: str | Path, records) -> int:
     """Write records (dicts or objects with `to_json`) atomically; returns the count."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     count = 0
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_write(path, "w") as fh:
         for record in records:
             obj = record.to_json() if hasattr(record, "to_json") else record
             fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
             count += 1
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
     return count

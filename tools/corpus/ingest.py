@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.atomic import atomic_path
 from tools.corpus.pdf import MAX_PAGE_CHARS, DocumentRecord, PdfError, read_pdf, sha256_file
 from tools.corpus.pool import run_isolated
 from tools.corpus.store import CorpusStore
@@ -214,13 +215,12 @@ def _commit(store: CorpusStore, job: _Job, result: DocumentRecord | str, summary
         _fail(store, summary, job.path, result, job)
         return
     target = store.pdf_dir / f"{job.doc_id}.pdf"
-    tmp = target.with_name(f".{target.name}.tmp")
-    if result.decrypted is not None:
-        tmp.write_bytes(result.decrypted)
-        result.decrypted = None
-    else:
-        shutil.copyfile(job.path, tmp)
-    os.replace(tmp, target)
+    with atomic_path(target) as tmp:
+        if result.decrypted is not None:
+            tmp.write_bytes(result.decrypted)
+            result.decrypted = None
+        else:
+            shutil.copyfile(job.path, tmp)
     store.add_document(job.doc_id, str(job.path), job.size, result)
     summary.documents += 1
     summary.pages += len(result.pages)

@@ -13,7 +13,6 @@ answers at once.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from tools.atomic import atomic_path
 from tools.corpus.worker import DEFAULT_MEMORY_MB, WorkerPool, WorkLimits, memory_exhausted
 from tools.errors import DossierError
 
@@ -200,7 +200,6 @@ def _draw(pdf_path: str, page: int, settings: RenderSettings, password: str | No
     if cache_path is not None:
         cached = Path(cache_path)
         cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
-        Image.frombytes("RGB", size, samples).save(tmp, format="PNG")
-        os.replace(tmp, cached)
+        with atomic_path(cached) as tmp:
+            Image.frombytes("RGB", size, samples).save(tmp, format="PNG")
     return size, samples

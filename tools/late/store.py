@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tools.atomic import write_json_atomic
 from tools.errors import DossierError
 
 __all__ = ["EmbeddingStore", "EmbeddingStoreWriter", "quantize_int8", "STORE_DTYPES"]
@@ -98,9 +99,7 @@ class EmbeddingStoreWriter:
         if self._scales:
             self._scales.flush()
             os.fsync(self._scales.fileno())
-        tmp = self.folder / "progress.json.tmp"
-        tmp.write_text(json.dumps({"settings": self.settings, "lengths": self.lengths}))
-        os.replace(tmp, self.folder / "progress.json")
+        write_json_atomic(self.folder / "progress.json", {"settings": self.settings, "lengths": self.lengths})
 
     def close(self) -> "EmbeddingStore":
         """Finish: requires every page to be appended; returns the opened store."""
