@@ -21,6 +21,7 @@ from engine.cli import serve as serve_cli
 from engine.cli import studio as studio_cli
 from engine.cli import tools as tools_cli
 from engine.cli import train as train_cli
+from engine.cli.options import resumable
 
 app = typer.Typer(
     name="dossier",
@@ -45,6 +46,25 @@ for _module in (corpus_cli, search_cli, data_cli, run_cli, eval_cli, tools_cli, 
                 studio_cli, train_cli):
     _module.register(app)
 
+# Commands whose finished work survives Ctrl-C, so the interrupt says how to resume: run (committed
+# episodes), ingest (stored documents), index (--late's encoded pages), trajectories mine (mined episodes),
+# eval score (the judge cache). Not serve, chat or studio: Ctrl-C is how one stops them.
+RESUMABLE = ("run", "ingest", "index", "trajectories mine", "eval score")
+
+
+def _mark_resumable(root: typer.Typer, paths: tuple[str, ...]) -> None:
+    """Wrap each listed command's callback with options.resumable (a listed name that is missing is a bug)."""
+    for path in paths:
+        *groups, name = path.split()
+        group = root
+        for part in groups:
+            group = next(info.typer_instance for info in group.registered_groups if info.name == part)
+        command = next(info for info in group.registered_commands if info.name == name)
+        command.callback = resumable(command.callback)
+
+
+_mark_resumable(app, RESUMABLE)
+
 
 def main() -> None:
     """Console-script entry: run the app, printing user errors as one line with exit code 1."""
@@ -61,9 +81,8 @@ def main() -> None:
         typer.secho(f"error: {err}", err=True, fg=typer.colors.RED)
         typer.echo("(set DOSSIER_DEBUG=1 to see the traceback)", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        typer.echo("interrupted; finished work is saved, re-run the same command to resume", err=True)
-        sys.exit(130)
+    # No KeyboardInterrupt handler here: typer turns Ctrl-C into exit 130 inside app(); the resumable
+    # commands print their hint themselves (RESUMABLE above).
 
 
 if __name__ == "__main__":

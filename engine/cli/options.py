@@ -26,7 +26,8 @@ __all__ = ["OutputFormat", "OcrChoice", "FormatOpt", "CorpusOpt", "DeviceOpt", "
            "OcrOpt", "QuantizationOpt", "ThreadsOpt", "AttentionOpt", "MaxBatchedTokensOpt", "LimitOpt",
            "corpus_opt", "device_opt", "kv_cache_opt", "threads_opt", "pip_extra", "rich_escape",
            "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "GPU_MEMORY_UTILIZATION", "GpuMemoryOpt", "MaxModelLenOpt", "ATTENTION", "MAX_BATCHED_TOKENS",
-           "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads", "stderr_console"]
+           "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads", "stderr_console",
+           "RESUME_HINT", "resumable"]
 
 
 def rich_escape(text: str) -> str:
@@ -207,6 +208,33 @@ class StepProgress:
         if now - self.last >= self.every_s or done >= total:
             self.last = now
             typer.echo(f"{label}: {done}/{total}{loss}", err=True)
+
+
+RESUME_HINT = "interrupted; finished work is saved, re-run the same command to resume"
+
+
+def resumable(command):
+    """Wrap a command whose finished work survives Ctrl-C: on KeyboardInterrupt print RESUME_HINT, exit 130.
+
+    The hint is printed here, inside the command, because typer (0.29) turns a KeyboardInterrupt into a
+    silent `Exit(130)` inside `app()`: a handler around `app()` never sees it. engine/cli/main.py lists
+    the resumable commands and wraps each once; typer reads the options from the wrapped signature.
+    """
+    import functools
+
+    if getattr(command, "__dossier_resumable__", False):
+        return command
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except KeyboardInterrupt:
+            typer.echo(RESUME_HINT, err=True)
+            raise typer.Exit(130) from None
+
+    wrapper.__dossier_resumable__ = True
+    return wrapper
 
 
 def emit_json(obj) -> None:
