@@ -26,7 +26,7 @@ __all__ = ["OutputFormat", "OcrChoice", "FormatOpt", "CorpusOpt", "DeviceOpt", "
            "OcrOpt", "QuantizationOpt", "ThreadsOpt", "AttentionOpt", "MaxBatchedTokensOpt", "LimitOpt",
            "corpus_opt", "device_opt", "kv_cache_opt", "threads_opt", "pip_extra", "rich_escape",
            "MODEL", "DEVICE", "DTYPE", "THREADS", "KV_CACHE_GIB", "GPU_MEMORY_UTILIZATION", "GpuMemoryOpt", "MaxModelLenOpt", "ATTENTION", "MAX_BATCHED_TOKENS",
-           "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads", "stderr_console",
+           "StepProgress", "emit_json", "fixed_threads", "parse_threads", "set_threads",
            "RESUME_HINT", "resumable"]
 
 
@@ -167,47 +167,49 @@ OcrOpt = Annotated[
 ]
 
 
-def stderr_console():
-    """A rich console on stderr, for progress bars that must not mix with --format json on stdout."""
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
 class StepProgress:
-    """A tqdm bar on a terminal; elsewhere (logs, CI) a plain line every few seconds, so a log shows the job alive.
+    """Counted work reported through a callback, shown by tools/progress.py: a bar on a terminal, a plain line
+    every few seconds elsewhere (logs, CI), so a log shows the job alive. Use it as a context manager.
 
-    It writes to stderr only, so `--format json` (stdout) keeps it: an hour of training under a
-    script that parses the JSON is exactly where a log must show the job alive.
+    Call it as `progress(phase, done, total, logs=None)` (the signature engine/train's callbacks use): a new
+    phase starts its own count and rate; `logs["loss"]`, when given, is shown beside the rate. It writes to
+    stderr only, so `--format json` (stdout) keeps it: an hour of training under a script that parses the
+    JSON is exactly where a log must show the job alive.
+
+    Args:
+        label: what runs, first on every line ("trajectories mine").
+        unit: what is counted, for the rate ("q" gives "1.20 q/s").
+        phase_units: a unit per phase where it differs ({"train": "steps"}).
+        every_s, stream, terminal: as tools.progress.LiveProgress takes them (every, stream, terminal).
     """
 
-    def __init__(self, enabled: bool, every_s: float = 5.0):
-        self.enabled, self.every_s = enabled, every_s
-        self.bars: dict[str, object] = {}
-        self.last = 0.0
+    def __init__(self, label: str, unit: str = "q", phase_units: dict[str, str] | None = None, every_s: float = 5.0,
+                 stream=None, terminal: bool | None = None):
+        from tools.progress import LiveProgress
 
-    def __call__(self, label: str, done: int, total: int, logs: dict | None = None) -> None:
-        if not self.enabled:
-            return
-        loss = f" loss {float(logs['loss']):.4f}" if logs and "loss" in logs else ""
-        if sys.stderr.isatty():
-            from tqdm import tqdm
+        self.unit, self.phase_units = unit, phase_units or {}
+        self.live = LiveProgress(label, every=every_s, stream=stream, terminal=terminal)
+        self._phase: str | None = None
+        self._phase_start = (0.0, 0)  # (perf_counter, done) when the phase began: its rate counts from there
 
-            bar = self.bars.get(label)
-            if bar is None:
-                bar = self.bars[label] = tqdm(total=total, desc=label, unit="step" if label == "train" else "q",
-                                              file=sys.stderr, leave=False)
-            bar.total = total
-            bar.update(done - bar.n)
-            if loss:
-                bar.set_postfix(loss=f"{float(logs['loss']):.4f}")
-            if done >= total:
-                bar.close()
-            return
-        now = time.monotonic()
-        if now - self.last >= self.every_s or done >= total:
-            self.last = now
-            typer.echo(f"{label}: {done}/{total}{loss}", err=True)
+    def __enter__(self) -> "StepProgress":
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.live.__exit__(*exc)
+
+    def __call__(self, phase: str, done: int, total: int, logs: dict | None = None) -> None:
+        now = time.perf_counter()
+        if phase != self._phase:
+            self._phase, self._phase_start = phase, (now, done)
+            self.live.phase(phase)
+        began, first = self._phase_start
+        rate = (done - first) / (now - began) if now > began and done > first else 0.0
+        detail = f"{rate:.2f} {self.phase_units.get(phase, self.unit)}/s"
+        if logs and "loss" in logs:
+            detail += f", loss {float(logs['loss']):.4f}"
+        self.live.update(done=done, total=total, detail=detail)
 
 
 RESUME_HINT = "interrupted; finished work is saved, re-run the same command to resume"

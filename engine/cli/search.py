@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, StepProgress, emit_json, stderr_console
+from engine.cli.options import CorpusOpt, FormatOpt, OutputFormat, StepProgress, emit_json
 
 __all__ = ["register"]
 
@@ -91,25 +91,16 @@ def index_cmd(
             stats["late"] = build_late_index(corpus, late, dtype=late_dtype, device=_late_device(late_device))
         emit_json(stats)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-
-    def bar_for(label: str):
-        return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("pages"), TimeElapsedColumn(),
-                        transient=True, console=stderr_console())
-
-    with bar_for("index") as bar:
-        task = bar.add_task("index", total=None)
-        stats = build_index(store, params, lambda done, total: bar.update(task, completed=done, total=total))
+    with StepProgress("index", unit="pages") as progress:  # a bar on a terminal, plain lines in a log
+        stats = build_index(store, params, lambda done, total: progress("pages", done, total))
     typer.echo(f"indexed {stats['pages']} pages ({stats['vocabulary']} words, {stats['tokens']} tokens) "
                f"in {stats['seconds']:.1f} s")
     if late:
         from tools.late import build_late_index
 
-        with bar_for(f"late {late}") as bar:
-            task = bar.add_task("late", total=None)
+        with StepProgress(f"late {late}", unit="pages") as progress:
             info = build_late_index(corpus, late, dtype=late_dtype, device=_late_device(late_device),
-                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
+                                    progress=lambda done, total: progress("pages", done, total))
         typer.echo(f"late embeddings ({info['encoder']}, {info['dtype']}): {info['pages']} pages, {info['vectors']} "
                    f"vectors, {info['bytes'] / 1e6:.1f} MB in {info['seconds']:.1f} s")
 
@@ -195,9 +186,9 @@ def retrieval_eval_cmd(
     if queries_from is not None or model is not None or adapter is not None:
         from engine.train.first_query import compare_first_queries
 
-        progress = StepProgress(True)
-        _print_first_queries(compare_first_queries(corpus, items, k, rank, queries_from, model, adapter, progress), k,
-                             fmt)
+        with StepProgress("retrieval-eval first queries") as progress:
+            compared = compare_first_queries(corpus, items, k, rank, queries_from, model, adapter, progress)
+        _print_first_queries(compared, k, fmt)
         return
     rows = []
     for q in items:

@@ -123,20 +123,21 @@ def mine_cmd(
     done = finished_ids(out)
     todo = [q for q in items if q.id not in done]
     started = time.perf_counter()
-    progress = StepProgress(True)
     ranks, kept, failed = [], 0, 0
-    for number, question in enumerate(todo, start=1):
-        try:
-            mined, tried = mine_question(env, question, settings, config)
-        except DossierError as err:  # one bad question never stops the batch
-            typer.echo(f"question {question.id}: {err}", err=True)
-            failed += 1
-            continue
-        trajectory, prediction = silver_episode(env, question, settings, mined, tried, config)
-        commit_episode(out, trajectory, prediction)
-        kept += len(mined)
-        ranks.append(mined[0].gold_rank if mined else None)
-        progress("mine", number, len(todo))
+    with StepProgress("trajectories mine") as progress:
+        progress("questions", 0, len(todo))
+        for number, question in enumerate(todo, start=1):
+            try:
+                mined, tried = mine_question(env, question, settings, config)
+            except DossierError as err:  # one bad question never stops the batch
+                typer.echo(f"question {question.id}: {err}", err=True)
+                failed += 1
+            else:
+                trajectory, prediction = silver_episode(env, question, settings, mined, tried, config)
+                commit_episode(out, trajectory, prediction)
+                kept += len(mined)
+                ranks.append(mined[0].gold_rank if mined else None)
+            progress("questions", number, len(todo))
     seconds = time.perf_counter() - started
     found = sum(r is not None for r in ranks)
     report = {"questions": len(items), "already_done": len(items) - len(todo), "mined": found,
@@ -224,7 +225,8 @@ def queries_cmd(
                           max_steps=max_steps, batch_size=batch_size, grad_accum=grad_accum, max_tokens=max_tokens,
                           bf16=bf16, seed=seed, device=device),
         heldout_share=heldout_share, seed=seed, measure=measure)
-    card = train_queries(job, progress=StepProgress(True))
+    with StepProgress("train queries", phase_units={"train": "steps"}) as progress:
+        card = train_queries(job, progress=progress)
     if fmt is OutputFormat.json:
         emit_json({"out": str(out), **card})
         return
