@@ -77,3 +77,25 @@ def test_variants_write_what_they_are_given_with_ordinary_permissions(tmp_path):
     plain.write_text("x")  # what open(path, "w") gives under this umask, not tempfile's private 0o600
     for name in ("a.txt", "b.bin", "c.json", "d.png"):
         assert (tmp_path / name).stat().st_mode & 0o777 == plain.stat().st_mode & 0o777, name
+
+
+def test_a_folder_is_built_aside_and_swapped_in_and_a_failed_build_keeps_the_old(tmp_path):
+    from tools.atomic import atomic_folder
+
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "old.npy").write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_folder(index) as staging:
+            (staging / "half.npy").write_text("half")
+            raise RuntimeError("the build failed")
+    assert [p.name for p in index.iterdir()] == ["old.npy"]
+    first, second = atomic_folder(index), atomic_folder(index)
+    one, two = first.__enter__(), second.__enter__()  # two builders at once: two distinct folders
+    assert one != two and one.parent == two.parent == tmp_path
+    (one / "a.npy").write_text("a")
+    (two / "b.npy").write_text("b")
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)
+    assert [p.name for p in index.iterdir()] in (["a.npy"], ["b.npy"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"], "staging folders were left behind"

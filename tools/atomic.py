@@ -13,6 +13,8 @@ An error inside the block removes the temporary file and leaves the target as it
     with atomic_path(path) as tmp:            # for writers that want a file name (PIL, PyMuPDF, shutil)
         image.save(tmp, format="PNG")
     write_text_atomic(path, text); write_bytes_atomic(path, data); write_json_atomic(path, obj, indent=2)
+    with atomic_folder(index_dir) as staging:  # a whole folder (an index), built aside, then swapped in
+        build_into(staging)
 
 The new file gets the permissions an ordinary `open(path, "w")` would give (0o666 less the umask),
 not tempfile's private 0o600. A leaf module (no imports of ours).
@@ -22,13 +24,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_path", "atomic_write", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+__all__ = ["atomic_folder", "atomic_path", "atomic_write", "write_bytes_atomic", "write_json_atomic",
+           "write_text_atomic"]
 
 
 def _umask() -> int:
@@ -37,7 +41,8 @@ def _umask() -> int:
     return mask
 
 
-_FILE_MODE = 0o666 & ~_umask()  # read once at import, before any thread of ours writes
+_UMASK = _umask()  # read once at import, before any thread of ours writes
+_FILE_MODE = 0o666 & ~_UMASK
 
 
 def _temporary(path: Path) -> tuple[int, Path]:
@@ -107,3 +112,29 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
 def write_json_atomic(path: str | os.PathLike, obj, **dumps) -> None:
     """`json.dumps(obj, **dumps)` written atomically as UTF-8 (pass `indent`, `ensure_ascii`, ... as json takes them)."""
     write_text_atomic(path, json.dumps(obj, **dumps))
+
+
+@contextmanager
+def atomic_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """A new empty folder with a unique name beside `folder`, to build into; on a clean exit it becomes `folder`.
+
+    A folder cannot be replaced in one step: the old `folder` is removed, then the new one renamed onto its
+    name. When another writer's rename lands between the two, its folder is kept and ours is discarded
+    (both were built from the same input). An error inside the block removes the new folder and leaves
+    `folder` as it was.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    staging.chmod(0o777 & ~_UMASK)  # mkdtemp's is 0o700
+    try:
+        yield staging
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        try:
+            os.replace(staging, folder)
+        except OSError:
+            if not folder.is_dir():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

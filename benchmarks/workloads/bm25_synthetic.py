@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from kernels.bm25 import ScoreMatrix
+from tools.atomic import atomic_folder
 
 __all__ = ["SyntheticRecipe", "sample_tokens", "build_score_matrix", "load_or_build", "default_cache_dir"]
 
@@ -158,15 +159,9 @@ def load_or_build(recipe: SyntheticRecipe, cache_dir: Path | None = None, thread
     names = ("data", "indices", "indptr", "term_upper")
     if not (folder / "recipe.json").exists():
         matrix = build_score_matrix(recipe, threads)
-        tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            np.save(tmp / f"{name}.npy", getattr(matrix, name))
-        (tmp / "recipe.json").write_text(json.dumps(asdict(recipe), indent=1))
-        if folder.exists():  # a half-written folder from an interrupted run
-            import shutil
-
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        with atomic_folder(folder) as tmp:  # replaces a half-written folder from an interrupted run
+            for name in names:
+                np.save(tmp / f"{name}.npy", getattr(matrix, name))
+            (tmp / "recipe.json").write_text(json.dumps(asdict(recipe), indent=1))
     arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in names}
     return ScoreMatrix(num_docs=recipe.num_docs, **arrays)

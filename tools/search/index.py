@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.atomic import atomic_folder
 from tools.errors import DossierError
 from tools.search.positions import PositionalIndex
 from tools.search.tokenize import ANALYZER_VERSION, index_compatible, tokens
@@ -89,30 +90,20 @@ def build_index(store, params: BM25Params | None = None,
     page_ids = [remap[ids] for ids in page_ids]
     sorted_vocab = {word: i for i, word in enumerate(words)}
 
-    folder = store.root / INDEX_DIR
-    tmp = folder.with_name(INDEX_DIR + ".tmp")
-    if tmp.exists():
-        import shutil
-
-        shutil.rmtree(tmp)
     retriever = bm25s.BM25(k1=params.k1, b=params.b, method=params.method)
     retriever.index(([ids.tolist() for ids in page_ids], sorted_vocab), show_progress=False)
-    retriever.save(tmp / "bm25", show_progress=False)
-    PositionalIndex.build(page_ids, len(words)).save(tmp / "positions")
-    np.save(tmp / "vocab.npy", np.array(words, dtype=str))
-    meta = {
-        "pages": rows,
-        "fingerprint": store.fingerprint(),
-        "analyzer_version": ANALYZER_VERSION,
-        "bm25": {"k1": params.k1, "b": params.b, "method": params.method},
-        "built_at": time.time(),
-    }
-    (tmp / "pages.json").write_text(json.dumps(meta))
-    if folder.exists():
-        import shutil
-
-        shutil.rmtree(folder)
-    tmp.rename(folder)
+    with atomic_folder(store.root / INDEX_DIR) as tmp:  # two `dossier index` at once no longer share one folder
+        retriever.save(tmp / "bm25", show_progress=False)
+        PositionalIndex.build(page_ids, len(words)).save(tmp / "positions")
+        np.save(tmp / "vocab.npy", np.array(words, dtype=str))
+        meta = {
+            "pages": rows,
+            "fingerprint": store.fingerprint(),
+            "analyzer_version": ANALYZER_VERSION,
+            "bm25": {"k1": params.k1, "b": params.b, "method": params.method},
+            "built_at": time.time(),
+        }
+        (tmp / "pages.json").write_text(json.dumps(meta))
     n_tokens = int(sum(len(ids) for ids in page_ids))
     return {"pages": total, "vocabulary": len(words), "tokens": n_tokens, "seconds": time.perf_counter() - start}
 

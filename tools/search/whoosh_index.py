@@ -16,14 +16,13 @@ the corpus, and rebuilt when `dossier index` rebuilds the default index (which r
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
 import numpy as np
 
+from tools.atomic import atomic_folder
 from tools.search.positions import PositionalIndex
 
 __all__ = ["WHOOSH_STOP_WORDS", "whoosh_tokens", "build_whoosh_index", "load_whoosh_index", "WHOOSH_DIR"]
@@ -79,21 +78,13 @@ def build_whoosh_index(store, folder: Path, main_meta: dict) -> None:
     lengths = np.array([len(ids) for ids in page_ids], dtype=np.int64)
     matrix = whoosh_score_matrix(positions.doc_ptr, positions.docs, tf, lengths)
 
-    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    positions.save(tmp / "positions")
-    np.save(tmp / "vocab.npy", np.array(words, dtype=str))
-    np.save(tmp / "score_data.npy", matrix.data)
-    meta = {"analyzer_version": WHOOSH_ANALYZER_VERSION, "k1": WHOOSH_K1, "b": WHOOSH_B,
-            "main_built_at": main_meta.get("built_at"), "pages": len(rows), "built_at": time.time()}
-    (tmp / "meta.json").write_text(json.dumps(meta))
-    if folder.exists():
-        shutil.rmtree(folder, ignore_errors=True)
-    try:
-        tmp.rename(folder)
-    except OSError:  # another process built it first
-        shutil.rmtree(tmp, ignore_errors=True)
+    with atomic_folder(folder) as tmp:  # a process that builds it at the same time keeps its own or ours
+        positions.save(tmp / "positions")
+        np.save(tmp / "vocab.npy", np.array(words, dtype=str))
+        np.save(tmp / "score_data.npy", matrix.data)
+        meta = {"analyzer_version": WHOOSH_ANALYZER_VERSION, "k1": WHOOSH_K1, "b": WHOOSH_B,
+                "main_built_at": main_meta.get("built_at"), "pages": len(rows), "built_at": time.time()}
+        (tmp / "meta.json").write_text(json.dumps(meta))
 
 
 def _current(folder: Path, main_meta: dict) -> bool:
