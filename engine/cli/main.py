@@ -58,8 +58,10 @@ def _mark_resumable(root: typer.Typer, paths: tuple[str, ...]) -> None:
         *groups, name = path.split()
         group = root
         for part in groups:
-            group = next(info.typer_instance for info in group.registered_groups if info.name == part)
-        command = next(info for info in group.registered_commands if info.name == name)
+            group = next((info.typer_instance for info in group.registered_groups if info.name == part), None)
+            assert group is not None, f"RESUMABLE names {path!r}, but there is no command group {part!r}"
+        command = next((info for info in group.registered_commands if info.name == name), None)
+        assert command is not None, f"RESUMABLE names {path!r}, which is not a registered command"
         command.callback = resumable(command.callback)
 
 
