@@ -47,13 +47,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results as base  # noqa: E402  (scripts/results.py: its run, archive and scoring helpers)
+import results_common as common  # noqa: E402  (what it shares with scripts/results.py: runs, archive, scoring)
 
 NAME = "learning-financebench"
 TITLE = ("Learning from trajectories on FinanceBench: LoRA query formulation for the bm25 agent, base against "
          "tuned on held-out documents")
 CLAIM = "trained query formulation raises first-query hits significantly"
-MODEL = base.QUIET_MODEL
+MODEL = common.QUIET_MODEL
 HELDOUT = "learning/split/heldout.jsonl"  # under the root: the held-out questions every measurement uses
 ADAPTER_WEIGHTS = ("adapter_config.json", "adapter_model.safetensors")  # peft's files: archived, so the table resumes
 
@@ -182,31 +182,31 @@ def _heldout_count(root: Path) -> int | None:
 def step_done(step: Step, root: Path) -> bool:
     if step.run:
         want = _heldout_count(root)
-        return want is not None and base._done(root / step.output) >= want
+        return want is not None and common._done(root / step.output) >= want
     if step.stdout == step.output:  # a shell redirect creates the file when the command starts: done is parseable
-        return base._read_json(root / step.output) is not None
+        return common._read_json(root / step.output) is not None
     return (root / step.output).is_file()
 
 
 def _execute(args: list[str], stdout, stderr) -> int:
     """Run one command from the repository root, as results.py runs its rows; its exit status."""
-    return subprocess.run(args, cwd=base.ROOT, stdout=stdout, stderr=stderr).returncode
+    return subprocess.run(args, cwd=common.ROOT, stdout=stdout, stderr=stderr).returncode
 
 
 def run_step(step: Step, root: Path, threads: int) -> None:
     """Run one step unless its output exists, appending a timed segment to learning/steps.json."""
     if step_done(step, root):
-        base._say(f"{NAME} / {step.name}: done ({step.output} exists)")
+        common._say(f"{NAME} / {step.name}: done ({step.output} exists)")
         return
     record_path = root / "learning" / "steps.json"
     record_path.parent.mkdir(parents=True, exist_ok=True)
-    record = base._read_json(record_path) or {}
+    record = common._read_json(record_path) or {}
     state = record.setdefault(step.name, {"segments": []})
     state["command"] = shown_command(step, threads)  # the latest; each segment keeps the one it ran
-    segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": base._loadavg(), "cores": os.cpu_count(),
-               "commit": base._commit(), "command": state["command"]}
-    args = [*base._dossier(), *_args(step, root, threads)]
-    base._say(shown_command(step, threads))
+    segment = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": common._loadavg(), "cores": os.cpu_count(),
+               "commit": common._commit(), "command": state["command"]}
+    args = [*common._dossier(), *_args(step, root, threads)]
+    common._say(shown_command(step, threads))
     log = root / "learning" / f"{step.name}.log"
     began = time.perf_counter()
     out = root / step.stdout if step.stdout else None
@@ -220,9 +220,9 @@ def run_step(step: Step, root: Path, threads: int) -> None:
         if out:  # only a finished command's JSON marks the step done
             os.replace(out.with_suffix(".json.tmp"), out)
     finally:  # an interrupted step keeps its partial segment; the next call runs (or resumes) it again
-        segment.update(seconds=round(time.perf_counter() - began, 1), load_end=base._loadavg())
+        segment.update(seconds=round(time.perf_counter() - began, 1), load_end=common._loadavg())
         state["segments"].append(segment)
-        base._write_json(record_path, record)
+        common._write_json(record_path, record)
 
 
 # ------------------------------------------------------------------ archive
@@ -230,7 +230,7 @@ def run_step(step: Step, root: Path, threads: int) -> None:
 def _scrubbed(path: Path, root: Path) -> str:
     """A text file with the runs root written as runs/results and the checkout as '.' (no machine paths)."""
     text = path.read_text(encoding="utf-8")
-    for here, there in ((str(root.resolve()), "runs/results"), (str(root), "runs/results"), (str(base.ROOT), ".")):
+    for here, there in ((str(root.resolve()), "runs/results"), (str(root), "runs/results"), (str(common.ROOT), ".")):
         text = text.replace(here, there)
     return text
 
@@ -246,7 +246,7 @@ def archive_learning(root: Path, archive: Path) -> Path:
               "learning/steps.json": "steps.json"}
     carry_earlier_tries(root / "learning/steps.json", target / "steps.json")
     for source, name in pieces.items():
-        unfinished = source.endswith(".json") and base._read_json(root / source) is None  # being written by hand
+        unfinished = source.endswith(".json") and common._read_json(root / source) is None  # being written by hand
         if (root / source).is_file() and not unfinished:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             (target / name).write_text(_scrubbed(root / source, root), encoding="utf-8")
@@ -254,15 +254,15 @@ def archive_learning(root: Path, archive: Path) -> Path:
         if (root / "learning/adapter" / name).is_file():
             (target / "adapter").mkdir(parents=True, exist_ok=True)
             shutil.copyfile(root / "learning/adapter" / name, target / "adapter" / name)
-    config = base._read_json(target / "adapter" / "adapter_config.json")
+    config = common._read_json(target / "adapter" / "adapter_config.json")
     if isinstance(config, dict) and config.get("base_model_name_or_path") != MODEL:
         config["base_model_name_or_path"] = MODEL  # peft writes the converted model's cache path: a machine path
-        base._write_json(target / "adapter" / "adapter_config.json", config)
+        common._write_json(target / "adapter" / "adapter_config.json", config)
     for step in STEPS:
         run = root / step.output
-        if step.run and (run / "run.json").is_file() and base._done(run):
-            archived = base.archive_run(run, root, target, "heldout")  # its questions: ../heldout/questions.jsonl
-            if base._read_json(run / "run_summary.json") is not None:  # its own timing, for a run made by hand
+        if step.run and (run / "run.json").is_file() and common._done(run):
+            archived = common.archive_run(run, root, target, "heldout")  # its questions: ../heldout/questions.jsonl
+            if common._read_json(run / "run_summary.json") is not None:  # its own timing, for a run made by hand
                 (archived / "run_summary.json").write_text(_scrubbed(run / "run_summary.json", root), encoding="utf-8")
     return target
 
@@ -274,7 +274,7 @@ def carry_earlier_tries(record_path: Path, archived_path: Path) -> None:
     starts a new record; the time the earlier tries spent belongs to the row all the same. Each
     carried segment keeps the command it ran.
     """
-    record, archived = base._read_json(record_path), base._read_json(archived_path)
+    record, archived = common._read_json(record_path), common._read_json(archived_path)
     if not isinstance(record, dict) or not isinstance(archived, dict):
         return
     changed = False
@@ -287,7 +287,7 @@ def carry_earlier_tries(record_path: Path, archived_path: Path) -> None:
             record[step.name]["segments"] = earlier + live
             changed = True
     if changed:
-        base._write_json(record_path, record)
+        common._write_json(record_path, record)
 
 
 def restore_learning(root: Path, archive: Path) -> list[str]:
@@ -328,16 +328,16 @@ def restore_learning(root: Path, archive: Path) -> list[str]:
         restored.append("stop")
     for step in STEPS:
         if step.run and (step.name not in TUNED_RUNS or "train" in restored):
-            if base.restore_run(target / Path(step.output).name, root / step.output, root, heldout):
+            if common.restore_run(target / Path(step.output).name, root / step.output, root, heldout):
                 restored.append(step.name)
-    archived_steps = base._read_json(target / "steps.json") or {}
+    archived_steps = common._read_json(target / "steps.json") or {}
     record_path = root / "learning" / "steps.json"
-    record = base._read_json(record_path) or {}
+    record = common._read_json(record_path) or {}
     for name in restored:
         if name in archived_steps and name not in record:
             record[name] = archived_steps[name]
     if restored:
-        base._write_json(record_path, record)
+        common._write_json(record_path, record)
     return restored
 
 
@@ -350,9 +350,9 @@ def own_seconds(step: Step, target: Path) -> float | None:
     (model loading excluded); retrieval-eval reports none.
     """
     if step.name == "train":
-        train = base._read_json(target / "train.json") or base._read_json(target / "adapter" / "card.json")
+        train = common._read_json(target / "train.json") or common._read_json(target / "adapter" / "card.json")
         return train["training"]["seconds"] if train else None
-    summary = base._read_json(target / ("silver/summary.json" if step.name == "mine" else
+    summary = common._read_json(target / ("silver/summary.json" if step.name == "mine" else
                                         f"{Path(step.output).name}/run_summary.json"))
     if not isinstance(summary, dict) or summary.get("seconds") is None:
         return None
@@ -371,8 +371,8 @@ def claim_verdict(difference: float, p: float, n: int) -> str:
 def _rate(hits: int, n: int) -> dict:
     from engine.eval.stats import wilson_interval
 
-    return {"hits": hits, "n": n, "rate": base._round(hits / n) if n else None,
-            "ci": [base._round(x) for x in wilson_interval(hits, n)]}
+    return {"hits": hits, "n": n, "rate": common._round(hits / n) if n else None,
+            "ci": [common._round(x) for x in wilson_interval(hits, n)]}
 
 
 def first_query_figures(report: dict) -> dict:
@@ -400,7 +400,7 @@ def first_query_figures(report: dict) -> dict:
                        "without_query": system.get("without_query"), "query_errors": system.get("query_errors"),
                        "stored_page_hit": system.get("page_hit")}
     return {"n": len(ids), "k": systems[0].get("k"), **sides, "only_base": only_base, "only_tuned": only_tuned,
-            "difference": base._round(difference), "mcnemar_p": base._round(p),
+            "difference": common._round(difference), "mcnemar_p": common._round(p),
             "verdict": claim_verdict(difference, p, len(ids))}
 
 
@@ -410,10 +410,10 @@ def stop_figures(fit: dict | None) -> dict | None:
         return None
     train = fit["train"]
     sim = train.get("simulation") or {}
-    return {"kind": fit["kind"], "threshold": base._round(fit["threshold"]), "episodes": train["episodes"],
-            "searches": train["searches"], "wont_help": train["label_wont_help"], "auc": base._round(train.get("auc")),
-            "searches_per_question": base._round(sim.get("searches_per_question")),
-            "searches_per_question_with_rule": base._round(sim.get("searches_per_question_with_rule")),
+    return {"kind": fit["kind"], "threshold": common._round(fit["threshold"]), "episodes": train["episodes"],
+            "searches": train["searches"], "wont_help": train["label_wont_help"], "auc": common._round(train.get("auc")),
+            "searches_per_question": common._round(sim.get("searches_per_question")),
+            "searches_per_question_with_rule": common._round(sim.get("searches_per_question_with_rule")),
             "gold_pages_lost": sim.get("gold_pages_lost")}
 
 
@@ -421,8 +421,8 @@ def training_figures(train: dict) -> dict:
     t = train["training"]
     losses = t.get("train_losses") or []
     return {"steps": t["steps"], "seconds": t["seconds"], "device": t["device"], "peak_rss_mib": t["peak_rss_mib"],
-            "loss_first": base._round(losses[0]["loss"]) if losses else None,
-            "loss_last": base._round(losses[-1]["loss"]) if losses else None,
+            "loss_first": common._round(losses[0]["loss"]) if losses else None,
+            "loss_last": common._round(losses[-1]["loss"]) if losses else None,
             "trainable_parameters": t["trainable_parameters"], "total_parameters": t["total_parameters"],
             "pairs": train["data"]["split"]["train_pairs"], "pairs_by_source": train["data"]["pairs_by_source"],
             "bf16": train["lora"].get("bf16")}
@@ -451,7 +451,7 @@ def step_command(step: Step, steps: dict, target: Path) -> str:
     recorded = (steps.get(step.name) or {}).get("command")
     if recorded:
         return recorded
-    run_json = base._read_json(target / Path(step.output).name / "run.json") if step.run else None
+    run_json = common._read_json(target / Path(step.output).name / "run.json") if step.run else None
     return shown_command(step, ((run_json or {}).get("engine") or {}).get("cpu_threads") or 2)
 
 
@@ -459,32 +459,32 @@ def run_rows(target: Path) -> tuple[list[dict], dict | None]:
     """(the bm25 runs' rows as results.py renders them, gold-within-budget base vs tuned or None)."""
     from engine.eval.compare import compare_items
 
-    steps = base._read_json(target / "steps.json") or {}
+    steps = common._read_json(target / "steps.json") or {}
     rows, items_by, episodes_by, questions = [], {}, {}, None
     for step in (s for s in STEPS if s.run):
         run = target / Path(step.output).name
         entry = {"name": step.name, "label": step.label, "command": step_command(step, steps, target)}
         segments = (steps.get(step.name) or {}).get("segments", [])
-        if not (run / "run.json").is_file() or not base._done(run):
-            rows.append({**entry, "status": base.tried_status(segments)})
+        if not (run / "run.json").is_file() or not common._done(run):
+            rows.append({**entry, "status": common.tried_status(segments)})
             continue
-        inputs = base._row_inputs(run, None)
-        items, report = base.score_row(run, "correct", inputs=inputs)
+        inputs = common._row_inputs(run, None)
+        items, report = common.score_row(run, "correct", inputs=inputs)
         questions, _predictions, episodes, _errors = inputs
-        complete = base._done(run) >= len(items)
+        complete = common._done(run) >= len(items)
         if complete:
             items_by[step.name] = items
             if episodes:  # a run without trajectories says nothing about its searches
                 episodes_by[step.name] = {e.id: e for e in episodes if e.id is not None}
-        rows.append({**entry, "figures": base.row_figures(items, report, "correct"),
+        rows.append({**entry, "figures": common.row_figures(items, report, "correct"),
                      "status": "complete" if complete else
-                     f"partial: {base._done(run)} of {len(items)} answered (the rest count as wrong)",
+                     f"partial: {common._done(run)} of {len(items)} answered (the rest count as wrong)",
                      "wall_s": round(sum(s["seconds"] for s in segments), 1) if segments else
                      own_seconds(step, target), "segments": segments})
     for row in rows:  # the tuned run and the stop-rule run, each against the base run
         if "bm25-base" in items_by and row["name"] in items_by and row["name"] != "bm25-base":
             test = compare_items(items_by[row["name"]], items_by["bm25-base"], verdict="correct")
-            row["vs_reference"] = {k: base._round(test[k]) if isinstance(test[k], float) else test[k]
+            row["vs_reference"] = {k: common._round(test[k]) if isinstance(test[k], float) else test[k]
                                    for k in ("n_paired", "difference", "only_a_correct", "only_b_correct",
                                              "mcnemar_p", "cohen_kappa")}
     budgets = {name: _budget(questions, episodes_by["bm25-base"], episodes_by[name])
@@ -497,12 +497,12 @@ def _budget(questions, ours: dict, theirs: dict) -> dict:
     from engine.eval.search_compare import compare_searches
 
     searches = compare_searches(questions, ours, theirs)
-    budget = {key: {"base": {**searches[key]["a"], "rate": base._round(searches[key]["a"]["rate"]),
-                             "ci": [base._round(x) for x in searches[key]["a"]["ci"]]},
-                    "tuned": {**searches[key]["b"], "rate": base._round(searches[key]["b"]["rate"]),
-                              "ci": [base._round(x) for x in searches[key]["b"]["ci"]]},
+    budget = {key: {"base": {**searches[key]["a"], "rate": common._round(searches[key]["a"]["rate"]),
+                             "ci": [common._round(x) for x in searches[key]["a"]["ci"]]},
+                    "tuned": {**searches[key]["b"], "rate": common._round(searches[key]["b"]["rate"]),
+                              "ci": [common._round(x) for x in searches[key]["b"]["ci"]]},
                     "only_base": searches[key]["only_a"], "only_tuned": searches[key]["only_b"],
-                    "mcnemar_p": base._round(searches[key]["mcnemar_p"])}
+                    "mcnemar_p": common._round(searches[key]["mcnemar_p"])}
               for key in ("first_hit", "hit_within_budget")}
     budget["n"] = searches["n_paired"]
     return budget
@@ -510,11 +510,11 @@ def _budget(questions, ours: dict, theirs: dict) -> dict:
 
 def score_learning(target: Path) -> dict:
     """The table's result, computed from the archived artifacts in `target` only."""
-    split = base._read_json(target / "split.json")
-    silver = base._read_json(target / "silver" / "summary.json")
-    train = base._read_json(target / "train.json") or base._read_json(target / "adapter" / "card.json")
-    hits = base._read_json(target / "heldout-hits.json")
-    steps = base._read_json(target / "steps.json") or {}
+    split = common._read_json(target / "split.json")
+    silver = common._read_json(target / "silver" / "summary.json")
+    train = common._read_json(target / "train.json") or common._read_json(target / "adapter" / "card.json")
+    hits = common._read_json(target / "heldout-hits.json")
+    steps = common._read_json(target / "steps.json") or {}
     first = first_query_figures(hits) if hits else None
     runs, budgets = run_rows(target)
     notes = card_disagreements(train) if train else []
@@ -523,7 +523,7 @@ def score_learning(target: Path) -> dict:
             notes.append(f"retrieval-eval's own {side} page_hit {first[side]['stored_page_hit']} differs from its "
                          f"per-question hits ({first[side]['rate']})")
     return {
-        "table": NAME, "title": TITLE, "model": base.model_record(MODEL),
+        "table": NAME, "title": TITLE, "model": common.model_record(MODEL),
         "split": {k: split[k] for k in ("seed", "heldout_share", "train", "heldout")} if split else None,
         "silver": {k: silver.get(k) for k in ("questions", "mined", "without_query", "queries_kept", "best_rank_1",
                                               "best_rank_2_to_k", "seconds")} if silver else None,
@@ -532,19 +532,19 @@ def score_learning(target: Path) -> dict:
         "claims": [{"claim": CLAIM, "verdict": first["verdict"] if first else "not tested yet: heldout-hits has not run"}],
         "gold_within_budget": budgets.get("bm25-tuned"),
         "gold_within_budget_first_turn": budgets.get("bm25-tuned-first"), "runs": runs,
-        "stop_rule": stop_figures(base._read_json(target / "stop-fit.json")),
+        "stop_rule": stop_figures(common._read_json(target / "stop-fit.json")),
         "steps": [{"name": s.name, "label": s.label,
                    "command": step_command(s, steps, target),
                    "segments": (steps.get(s.name) or {}).get("segments", []),
                    "own_seconds": own_seconds(s, target)} for s in STEPS],
-        "min_discordant_for_p05": base.min_discordant(), "notes": notes, "remarks": list(NOTES),
+        "min_discordant_for_p05": common.min_discordant(), "notes": notes, "remarks": list(NOTES),
     }
 
 
 # ------------------------------------------------------------------ writing
 
 def _hits(side: dict) -> str:
-    return f"{side['hits']}/{side['n']} = {base._pct(side['rate'])}{base._ci(side['ci'])}"
+    return f"{side['hits']}/{side['n']} = {common._pct(side['rate'])}{common._ci(side['ci'])}"
 
 
 def headline_lines(result: dict) -> list[str]:
@@ -556,7 +556,7 @@ def headline_lines(result: dict) -> list[str]:
         return [*lines, "| base, tuned | not run yet | | | |"]
     for side in ("base", "tuned"):
         s = first[side]
-        lines.append(f"| {MODEL}{' + adapter' * (side == 'tuned')} | {_hits(s)} | {base._pct(s['doc_hit'])} | "
+        lines.append(f"| {MODEL}{' + adapter' * (side == 'tuned')} | {_hits(s)} | {common._pct(s['doc_hit'])} | "
                      f"{s['without_query']} | {s['query_errors']} |")
     return lines
 
@@ -567,7 +567,7 @@ def run_lines(result: dict) -> list[str]:
             "searches/q | first query hit a gold page | vs base (McNemar, κ) | wall | status |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
             *(line.replace(" | 0 s | ", " | not timed | ") if r.get("figures") and r.get("wall_s") is None else line
-              for r, line in zip(result["runs"], base.figures_rows(
+              for r, line in zip(result["runs"], common.figures_rows(
                   {"rows": [{**r, "wall_s": r.get("wall_s") or 0.0} for r in result["runs"]],
                    "reference": "bm25-base"})))]
 
@@ -592,8 +592,8 @@ def render(result: dict) -> str:
         lines.append(f"- training: {train['pairs']} pairs ({sources}), "
                      f"{train['steps']} optimiser steps in {train['seconds']:.1f} s on {train['device']}"
                      f"{' (bf16 autocast)' if train['bf16'] else ''}, peak memory (process RSS) "
-                     f"{train['peak_rss_mib']:.0f} MiB; loss {base._num(train['loss_first'])} -> "
-                     f"{base._num(train['loss_last'])}; {train['trainable_parameters']:,} trainable of "
+                     f"{train['peak_rss_mib']:.0f} MiB; loss {common._num(train['loss_first'])} -> "
+                     f"{common._num(train['loss_last'])}; {train['trainable_parameters']:,} trainable of "
                      f"{train['total_parameters']:,} parameters")
     lines += ["", f"## First-query hit@{first['k'] if first else 5} on the held-out documents (the headline)", "",
               *headline_lines(result), ""]
@@ -652,14 +652,14 @@ def figures(result: dict) -> dict:
 
 def write(result: dict, docs: Path) -> None:
     docs.mkdir(parents=True, exist_ok=True)
-    base._write_json(docs / f"{NAME}.json", result)
+    common._write_json(docs / f"{NAME}.json", result)
     (docs / f"{NAME}.md").write_text(render(result), encoding="utf-8")
-    base._say(f"wrote {docs / (NAME + '.md')} and .json")
+    common._say(f"wrote {docs / (NAME + '.md')} and .json")
 
 
 def check(archive: Path, docs: Path) -> int:
     """Re-score the archive alone and compare with docs/results/learning-financebench.json: 0 when all agree."""
-    stored = base._read_json(docs / f"{NAME}.json")
+    stored = common._read_json(docs / f"{NAME}.json")
     if stored is None:
         print(f"results: {docs / (NAME + '.json')} is missing; run `scripts/results.sh {NAME}` first")
         return 1
@@ -688,16 +688,16 @@ def main(root: Path, docs: Path, archive: Path, *, check_only: bool = False, sco
     if check_only:
         return check(archive, docs)
     if not score_only:
-        base.prepare_suite(root, "financebench")
+        common.prepare_suite(root, "financebench")
         for step in STEPS:
             run_step(step, root, threads)
             if step.name == "split":  # the held-out questions exist: what the archive holds need not run again
                 for name in restore_learning(root, archive):
-                    base._say(f"{NAME} / {name}: restored from the archive")
+                    common._say(f"{NAME} / {name}: restored from the archive")
     with tempfile.TemporaryDirectory() as nothing:  # nothing live to archive when the root does not exist
         target = archive_learning(root if root.is_dir() else Path(nothing), archive)
     if not (target / "split.json").is_file():
-        base._say(f"{NAME}: nothing to score yet ({root / 'learning/split/split.json'} is missing); wrote nothing")
+        common._say(f"{NAME}: nothing to score yet ({root / 'learning/split/split.json'} is missing); wrote nothing")
         return 0
     write(score_learning(target), docs)
     return 0

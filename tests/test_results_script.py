@@ -8,6 +8,7 @@ import pytest
 from tests.scripts import load_script
 
 results = load_script("results")
+results_common = sys.modules["results_common"]  # its helpers, shared with scripts/results_learning.py
 
 QUESTIONS = [
     {"id": "q1", "question": "What was revenue in 2023?", "answer_variants": [["48,250"]],
@@ -420,4 +421,4 @@ def test_a_row_that_never_searches_has_no_first_query_hit():
     never = results.row_figures([], first | {"behaviour": {"searches_per_question": 0.0}}, "correct")
     searched = results.row_figures([], first | {"behaviour": {"searches_per_question": 2.5}}, "correct")
     assert (never["first_query_page_hit"], searched["first_query_page_hit"]) == (None, 0.0)
-    assert results._pct(never["first_query_page_hit"]) == "–"
+    assert results_common._pct(never["first_query_page_hit"]) == "–"
