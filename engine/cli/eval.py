@@ -124,18 +124,20 @@ def score(
         batched = BatchedJudge(judge, {"quantization": judge_quantization} if judge_quantization else {})
         asked = items_to_judge(inputs.questions, inputs.predictions)
         cache = JudgeCache(out / "judge_cache.jsonl" if out else None)
-        judge_bar = None
-        if fmt is OutputFormat.human:
-            import sys
+        if fmt is OutputFormat.human:  # a bar on a terminal, a plain line every few seconds in a log
+            from engine.cli.options import StepProgress
 
-            from tqdm import tqdm
+            total, judged = len(set(asked)), 0
 
-            judge_bar = tqdm(total=len(set(asked)), desc=f"judging with {judge}", unit="item", file=sys.stderr)
-        try:
-            config.judge, judge_stats = prejudge(asked, batched, cache, judge_bar.update if judge_bar else None)
-        finally:
-            if judge_bar is not None:
-                judge_bar.close()
+            def advance(count: int) -> None:  # prejudge reports how many more answers it has judged
+                nonlocal judged
+                judged += count
+                progress("judging", judged, total)
+
+            with StepProgress(f"judging with {judge}", unit="item") as progress:
+                config.judge, judge_stats = prejudge(asked, batched, cache, advance)
+        else:
+            config.judge, judge_stats = prejudge(asked, batched, cache, None)
         if any(q.extra.get("metadata") or q.extra.get("source_rows") for q in inputs.questions):
             from engine.eval.llm_judge import load_engine_answer_judge, load_engine_row_judge
 

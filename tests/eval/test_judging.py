@@ -118,6 +118,7 @@ def test_eval_with_a_local_judge_puts_its_accuracy_first_and_reads_its_cache_the
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     assert "1 answers needed a judgement; 0 read from the cache, 1 judged" in first.stdout
+    assert "judging with default: judging" in first.stderr  # tools/progress.py's plain line: stderr is not a terminal
     headline = next(i for i, line in enumerate(lines) if line.startswith("accuracy"))
     assert lines[headline].startswith("accuracy (judge, Rogan–Gladen corrected)")
     assert "q1 0.950, q0 0.900 from" in lines[headline] and "cal.json (60 labelled items" in lines[headline]
