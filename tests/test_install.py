@@ -43,3 +43,33 @@ def test_every_make_install_pip_call_refuses_source_builds():
     assert "--only-binary :all:" in pip_def
     for line in calls:
         assert "$(PIP)" in line, f"a pip call that may compile: {line.strip()}"
+
+
+# Declared runtime dependencies our code never imports by name, each with the library that needs it.
+USED_THROUGH_ANOTHER = {
+    "torchvision": "transformers' fast image processors of the vision-language families",
+    "tokenizers": "transformers' fast tokenizers",
+    "gguf": "transformers' GGUF reader (models/loading.py converts .gguf files with it)",
+    "onnxruntime": "rapidocr's inference backend",
+}
+
+
+def test_every_runtime_dependency_is_imported_by_our_code():
+    # A dependency audit found scipy and tqdm declared and never imported; this keeps the list honest.
+    import ast
+    from importlib.metadata import packages_distributions
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0].lower().replace("_", "-") for dep in project["dependencies"]}
+    modules = set()
+    for package in ("engine", "tools", "models", "kernels", "benchmarks"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    modules.add(node.module.split(".")[0])
+    owners = packages_distributions()
+    imported = {dist.lower().replace("_", "-") for module in modules for dist in owners.get(module, ())}
+    unused = sorted(declared - imported - USED_THROUGH_ANOTHER.keys())
+    assert not unused, f"declared in pyproject.toml but imported nowhere: {unused}; drop them or move them to an extra"
