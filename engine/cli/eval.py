@@ -264,13 +264,14 @@ def compare(
         int8                    1       1   0.375
         ...
     """
-    from engine.eval.compare import VERDICTS, compare_items, compare_many, load_system, matrix_lines, system_name
+    from engine.eval.compare import (compare_items, compare_many, load_system, matrix_lines, system_name,
+                                     verdicts)
     from engine.eval.analyses.human import profile, profile_table
     from engine.eval.reports.numbers import ci_text
     from tools.errors import DossierError
 
-    if verdict not in VERDICTS:
-        raise DossierError(f"--verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    if verdict not in verdicts():
+        raise DossierError(f"--verdict {verdict!r} is not one of {', '.join(verdicts())}")
     if len(systems) < 2:
         raise DossierError(f"compare needs at least two systems, got {len(systems)} ({systems[0]}); give another "
                            "eval dir, run dir or predictions file")

@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.eval.items import ItemResult
+from engine.eval.scorers import registered_scorers
 from engine.eval.reports.files import load_item_results
 from engine.eval.stats import cohen_kappa, mcnemar_exact, wilson_interval
 
 __all__ = ["load_system", "load_system_items", "compare_items", "compare_many", "matrix_lines", "system_name",
-           "VERDICTS"]
+           "VERDICTS", "verdicts"]
 
 
 def system_name(source: str | Path) -> str:
@@ -53,7 +54,12 @@ def load_system(source: str | Path, gold: str | Path | None = None) -> tuple[lis
     return result.items, result.report
 
 
-VERDICTS = ("correct", "mudabench", "docvqa")  # which per-item verdict counts as right
+def verdicts() -> tuple[str, ...]:
+    """Which per-item verdict may count as right: "correct", or any registered scorer (engine/eval/scorers.py)."""
+    return ("correct", *(scorer.name for scorer in registered_scorers() if scorer.aggregate == "proportion"))
+
+
+VERDICTS = verdicts()  # the verdicts registered when this module was imported (use verdicts() for the current ones)
 
 
 def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95, verdict: str = "correct") -> dict:
@@ -70,7 +76,7 @@ def compare_items(a: list[ItemResult], b: list[ItemResult], level: float = 0.95,
     by_id_b = {item.id: item for item in b}
     paired = [(item, by_id_b[item.id]) for item in a if item.id in by_id_b]
     n = len(paired)
-    assert verdict in VERDICTS, f"unknown verdict {verdict!r}"
+    assert verdict in verdicts(), f"unknown verdict {verdict!r}"
     right_a = [bool(getattr(x, verdict)) for x, _ in paired]
     right_b = [bool(getattr(y, verdict)) for _, y in paired]
     only_a = sum(1 for x, y in zip(right_a, right_b) if x and not y)
@@ -110,7 +116,7 @@ def compare_many(systems: list[tuple[str, list[ItemResult]]], level: float = 0.9
          "mcnemar_p": matrix, "n_paired": matrix, "pairs": [{"a", "b", **compare_items}]};
         a matrix is a list of rows, the diagonal kappa 1 and p 1 (a system against itself).
     """
-    assert verdict in VERDICTS, f"unknown verdict {verdict!r}"
+    assert verdict in verdicts(), f"unknown verdict {verdict!r}"
     names = [name for name, _ in systems]
     size = len(systems)
     kappa = [[1.0 if i == j else None for j in range(size)] for i in range(size)]

@@ -141,12 +141,13 @@ def evaluate(
     scorer = ANLSScorer()
     items = []
     for question, prediction in matched.pairs:
-        items.append(score_item(question, prediction, scorer, config.judge, config.docvqa_require_marker))
+        items.append(score_item(question, prediction, scorer, config.judge, config))
         if config.progress is not None:
             config.progress(1)
     if config.mudabench_judge is not None:  # the paper's final-answer judge replaces the tolerance rule's verdict
         for (question, _), item in zip(matched.pairs, items):
-            item.mudabench = bool(config.mudabench_judge(question.question, question.answer_variants, item.answer))
+            item.scores["mudabench"] = bool(config.mudabench_judge(question.question, question.answer_variants,
+                                                                    item.answer))
     predicted = {q.id: p for q, p in matched.pairs}
     by_episode = _episodes_by_id(questions, episodes, index) if episodes is not None else ({}, 0)
     report = {"report_version": REPORT_VERSION}

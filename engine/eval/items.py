@@ -8,16 +8,15 @@ report aggregates these records, and `items.jsonl` stores them so `dossier eval 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from engine.datasets.formats import Prediction, Question
 from engine.eval.metrics.anls import ACCURACY_THRESHOLD, ANLSScorer
 from engine.eval.metrics.answers import exact_match
 from engine.eval.metrics.page_doc_f1 import doc_prf, hop_type, page_prf
-from engine.eval.metrics.docvqa import docvqa_correct
 from engine.eval.judge import semantic_score
 from engine.eval.metrics.kuiper import effort_of
-from engine.eval.metrics.mudabench import mudabench_answer_correct
+from engine.eval.scorers import registered_scorers
 from engine.eval.taxonomy import classify_error, is_verbose
 
 __all__ = ["ItemResult", "score_item"]
@@ -48,15 +47,26 @@ class ItemResult:
     category: str  # gold "document_category" (or "category"), "unknown" when absent
     domain: str  # gold "domain", "unknown" when absent
     taxonomy: str  # error class, see engine/eval/taxonomy.py
-    docvqa: bool  # DocVQA-2026 binary verdict
-    mudabench: bool  # MuDABench numeric-tolerance verdict
+    # each registered scorer's value by its name (engine/eval/scorers.py: DocVQA-2026's binary verdict,
+    # MuDABench's tolerance, ...); None where a scorer does not apply. items.jsonl stores them as fields.
+    scores: dict[str, bool | float | None] = field(default_factory=dict)
+
+    def __getattr__(self, name: str):
+        # a scorer's value reads like a field (item.docvqa), as `compare --verdict` and scripts/results.py read it
+        try:
+            return object.__getattribute__(self, "scores")[name]
+        except KeyError:
+            raise AttributeError(f"ItemResult has no field or score {name!r}") from None
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        scores = out.pop("scores")
+        return {**out, **scores}  # the scores last, as fields: items.jsonl reads as it always has
 
     @classmethod
     def from_json(cls, obj: dict) -> ItemResult:
-        return cls(**{name: obj.get(name) for name in cls.__dataclass_fields__})
+        fields = {name: obj.get(name) for name in cls.__dataclass_fields__ if name != "scores"}
+        return cls(**fields, scores={s.name: obj.get(s.name) for s in registered_scorers()})
 
 
 _HOP_NAMES = {"single": "single", "cross_page": "cross_page", "cross-page": "cross_page",
@@ -85,7 +95,7 @@ def score_item(
     prediction: Prediction | None,
     scorer: ANLSScorer,
     judge: Callable | None = None,
-    docvqa_require_marker: bool = False,
+    options=None,
 ) -> ItemResult:
     """Score one gold item against its prediction (None when it has none).
 
@@ -94,7 +104,8 @@ def score_item(
         prediction: the matched prediction, or None.
         scorer: the evaluation's ANLS* scorer (shares its cache across items).
         judge: the semantic judge, or None to skip semantic scoring.
-        docvqa_require_marker: apply DocVQA-2026's "FINAL ANSWER:" rule strictly.
+        options: the evaluation's settings (EvalConfig) the registered scorers read, e.g. DocVQA-2026's
+            `docvqa_require_marker`; None: their defaults.
     """
     variants = question.answer_variants
     answer = prediction.answer if prediction is not None else None
@@ -108,7 +119,6 @@ def score_item(
     correct = semantic >= 0.5 if semantic is not None else accurate
     page = page_prf(citations, question.evidence)
     doc = doc_prf(citations, question.evidence)
-    raw_output = prediction.extra.get("raw_output") if prediction is not None else None
     return ItemResult(
         id=question.id,
         question=question.question,
@@ -132,7 +142,5 @@ def score_item(
         domain=_label(question, "domain"),
         taxonomy=classify_error(correct, answer, citations, question.evidence, prediction is not None,
                                 verbose=correct and is_verbose(answer, variants, exact, semantic, source)),
-        docvqa=docvqa_correct(raw_output if isinstance(raw_output, str) else answer,
-                              [", ".join(v) for v in variants], docvqa_require_marker),
-        mudabench=mudabench_answer_correct(answer, variants),
+        scores={scorer.name: scorer.score_item(question, prediction, options) for scorer in registered_scorers()},
     )

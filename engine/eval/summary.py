@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from engine.eval.calibration import JudgeCalibration, rogan_gladen, rogan_gladen_ci
 from engine.eval.items import ItemResult
+from engine.eval.scorers import registered_scorers
 from engine.eval.metrics.kuiper import kuiper, kuiper_bootstrap_ci, kuiper_madqa, kuiper_permutation_p, wasted_effort
 from engine.eval.stats import wilson_interval
 from engine.eval.taxonomy import taxonomy_summary
@@ -65,8 +66,15 @@ def summarize(
     else:
         out["semantic_raw"] = out["semantic_accuracy"] = out["semantic_accuracy_ci"] = None
         out["judge_calls"] = 0
-    out["docvqa_accuracy"], out["docvqa_accuracy_ci"] = _proportion([i.docvqa for i in items], level)
-    out["mudabench_accuracy"], out["mudabench_accuracy_ci"] = _proportion([i.mudabench for i in items], level)
+    for scorer in registered_scorers():  # engine/eval/scorers.py; an item a scorer does not apply to is left out
+        values = [i.scores.get(scorer.name) for i in items]
+        values = [v for v in values if v is not None]
+        if scorer.aggregate == "proportion":
+            out[f"{scorer.name}_accuracy"], out[f"{scorer.name}_accuracy_ci"] = (
+                _proportion([bool(v) for v in values], level) if values or len(items) == 0 else (None, None))
+        else:
+            out[f"{scorer.name}_accuracy"] = _mean([float(v) for v in values]) if values else None
+            out[f"{scorer.name}_accuracy_ci"] = None
     for field in ("page_precision", "page_recall", "page_f1", "doc_precision", "doc_recall", "doc_f1"):
         out[field] = _mean([getattr(i, field) for i in items])
     efforts = [i.effort for i in items]

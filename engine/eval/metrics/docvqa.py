@@ -26,7 +26,7 @@ from functools import lru_cache
 from engine.eval.metrics.answers import levenshtein_within
 from tools.errors import missing_dependency
 
-__all__ = ["MARKER", "extract_final_answer", "docvqa_correct", "parse_magnitude"]
+__all__ = ["MARKER", "extract_final_answer", "docvqa_correct", "item_verdict", "parse_magnitude"]
 
 MARKER = "FINAL ANSWER:"
 ANLS_THRESHOLD = 0.9
@@ -121,3 +121,13 @@ def docvqa_correct(output: str | list[str] | None, gold_answers: list[str], requ
         return False
     cleaned = _clean(answer)
     return any(_similar_enough(cleaned, _clean(gold)) for gold in gold_answers)
+
+
+def item_verdict(question, prediction, options=None) -> bool:
+    """The registered scorer (engine/eval/scorers.py): the raw output when the prediction kept it, else the answer;
+    `options.docvqa_require_marker` (EvalConfig) applies the "FINAL ANSWER:" rule strictly."""
+    answer = prediction.answer if prediction is not None else None
+    raw_output = prediction.extra.get("raw_output") if prediction is not None else None
+    return docvqa_correct(raw_output if isinstance(raw_output, str) else answer,
+                          [", ".join(v) for v in question.answer_variants],
+                          bool(getattr(options, "docvqa_require_marker", False)))

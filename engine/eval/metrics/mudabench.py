@@ -38,6 +38,7 @@ __all__ = [
     "numeric_match",
     "extract_numbers",
     "mudabench_answer_correct",
+    "item_verdict",
     "metric_columns",
     "rows_from_metadata",
     "dialog_text",
@@ -281,3 +282,9 @@ class CompletionAnswerJudge:
                 return verdict
         self.unparsed += 1
         return False
+
+
+def item_verdict(question, prediction, options=None) -> bool:
+    """The registered scorer (engine/eval/scorers.py): the rule-based final-answer verdict. `dossier eval --judge`
+    replaces it with MuDABench's LLM judge afterwards (EvalConfig.mudabench_judge, engine/eval/evaluate.py)."""
+    return mudabench_answer_correct(prediction.answer if prediction is not None else None, question.answer_variants)

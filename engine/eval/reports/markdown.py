@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.eval.analyses.human import condition_note
 from engine.eval.reports.analyses import analyses_markdown
 from engine.eval.reports.numbers import ci_text, num, pct
+from engine.eval.scorers import Scorer, registered_scorers
 
 __all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows"]
 
@@ -51,9 +52,8 @@ def headline_rows(report: dict) -> list[tuple[str, str, str]]:
         *head,
         ("mean ANLS*", num(report["mean_anls"]), ""),
         ("exact match", pct(report["exact_match"]), ci_text(report["exact_match_ci"])),
-        ("DocVQA-2026 binary", pct(report["docvqa_accuracy"]), ci_text(report["docvqa_accuracy_ci"])),
-        ("MuDABench judge" if (report.get("mudabench_scoring") or {}).get("final_answer", "").startswith("LLM")
-         else "MuDABench tolerance", pct(report["mudabench_accuracy"]), ci_text(report["mudabench_accuracy_ci"])),
+        *[(scorer.title(report), _scored(report, scorer), ci_text(report.get(f"{scorer.name}_accuracy_ci")))
+          for scorer in registered_scorers() if f"{scorer.name}_accuracy" in report],  # engine/eval/scorers.py
         ("Page F1", num(report["page_f1"]), f"P {num(report['page_precision'])} R {num(report['page_recall'])}"),
         ("Doc F1", num(report["doc_f1"]), f"P {num(report['doc_precision'])} R {num(report['doc_recall'])}"),
         ("Kuiper", num(report.get("kuiper"), 2), kuiper_note),
@@ -61,6 +61,11 @@ def headline_rows(report: dict) -> list[tuple[str, str, str]]:
          f"mean steps wrong {num(report.get('mean_steps_incorrect'), 2)} / right "
          f"{num(report.get('mean_steps_correct'), 2)}"),
     ]
+
+
+def _scored(report: dict, scorer: Scorer) -> str:
+    value = report.get(f"{scorer.name}_accuracy")
+    return pct(value) if scorer.aggregate == "proportion" else num(value)
 
 
 def taxonomy_rows(report: dict) -> list[tuple[str, int, float, float | None]]:
