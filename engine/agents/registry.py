@@ -27,6 +27,7 @@ class AgentSpec:
     run_meta: str | None = None  # "module:callable() -> dict": fields this agent adds to run.json
     run_report: str | None = None  # "module:callable(out, engine) -> dict": fields it adds to run_summary.json
     settings: str | None = None  # "module:Class": this agent's own settings dataclass (engine/agents/settings.py)
+    analyses: tuple[str, ...] = ()  # report sections only this agent's runs get (engine/eval/sections.py)
 
     def build(self, question, settings, env):
         """One episode of this agent for `question`."""
@@ -56,7 +57,7 @@ _REGISTERED = (
     AgentSpec("oracle", "the gold evidence pages given directly, then a forced answer (no retrieval)",
               "engine.agents.baselines:OracleEpisode"),
     AgentSpec("closed-book", "the question alone, then a forced answer (guessability)",
-              "engine.agents.baselines:ClosedBookEpisode", needs_corpus=False),
+              "engine.agents.baselines:ClosedBookEpisode", needs_corpus=False, analyses=("guessability",)),
     AgentSpec("workflow", "MuDABench's workflow: plan by document metadata, one extraction episode per document, "
               "typed records, a program run in the sandbox, a final answer", "engine.agents.workflow.episode:WorkflowEpisode",
               run_meta="tools.sandbox.guarantees:run_meta", run_report="engine.agents.workflow.report:run_report",

@@ -116,7 +116,7 @@ def score(
             q0, q1 = 1.0, 1.0  # the identity correction: the raw judge accuracy
     config = EvalConfig(calibration=JudgeCalibration(q1=q1, q0=q0, m1=judge_m1, m0=judge_m0),
                         bootstrap=bootstrap, seed=seed, docvqa_require_marker=docvqa_strict,
-                        agent=(inputs.run or {}).get("agent"))  # closed-book runs get guessability classes
+                        agent=(inputs.run or {}).get("agent"))  # its spec declares its own analyses
     judge_stats = None
     if judge:
         from engine.eval.judging import BatchedJudge, JudgeCache, items_to_judge, prejudge

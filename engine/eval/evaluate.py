@@ -18,18 +18,16 @@ from engine.datasets.formats import LineError, Prediction, Question
 from engine.eval.metrics.anls import ACCURACY_THRESHOLD, ANLSScorer
 from engine.eval.calibration import JudgeCalibration
 from engine.eval.analyses.effort import effort_measures, measures_of
-from engine.eval.analyses.guessability import CLOSED_BOOK_AGENTS, guessability
 from engine.eval.analyses.human import behaviour_summary
 from engine.eval.analyses.retrieval_curve import cumulative_hits, recovery_after_failed_first_query
 from engine.eval.items import ItemResult, score_item
 from engine.eval.matching import GoldIndex, match_records
 from engine.eval.metrics.mudabench import (TOLERANCE_SCORER, combine_coverage, coverage_for_question, rows_from_metadata,
                                           tolerance_row_judge)
-from engine.eval.analyses.qguide import qguide_analyses
 from engine.eval.analyses.steps import accuracy_at_budgets, first_query_hits, query_drift
 from engine.eval.summary import breakdowns, summarize
 from engine.eval.trajectories import Episode
-from engine.eval.analyses.workflow_stages import stage_taxonomy
+from engine.eval.sections import SectionInputs, declared_analyses, registered_sections
 from tools.errors import DossierError
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
@@ -51,7 +49,8 @@ class EvalConfig:
     mudabench_judge: Callable | None = None  # MuDABench final-answer judge (question, variants, answer) -> bool; None: tolerance
     docvqa_require_marker: bool = False  # DocVQA-2026: an answer without "FINAL ANSWER:" is wrong
     progress: Callable[[int], None] | None = None  # called with 1 after each scored item (a progress bar's update)
-    agent: str | None = None  # the run's agent (run.json); None: the predictions' shared "agent" field, if any
+    agent: str | None = None  # the run's agent (run.json), whose spec declares its analyses; None: the predictions'
+    # shared "agent" field, if any
 
     def __post_init__(self) -> None:
         if self.bootstrap < 0:
@@ -92,7 +91,6 @@ def _trajectory_metrics(questions: list[Question], episodes: list[Episode], item
         "accuracy_at_budget": budgets,
         "first_query": first_query_hits([(q.id, q.evidence) for q in questions], by_id),
         "query_drift": drift,
-        "qguide": qguide_analyses(questions, by_id, lambda answer, variants: scorer(answer, variants) >= ACCURACY_THRESHOLD),
     }
 
 
@@ -174,10 +172,13 @@ def evaluate(
             else TOLERANCE_SCORER,
             "coverage": getattr(config.coverage_judge, "label", "LLM row judge") if config.coverage_judge
             else TOLERANCE_SCORER},
-        # which workflow stage failed first, judged with the MuDABench verdict above (None for other agents)
-        "workflow_stages": stage_taxonomy([(q, p, item.mudabench) for (q, p), item in zip(matched.pairs, items)]),
     })
-    report["qguide"] = report["steps"].pop("qguide") if report["steps"] else None
+    declared = declared_analyses(config.agent or _agent_of(predictions))  # what the run's agent asks for
+    inputs = SectionInputs(matched.pairs, items, by_episode[0] if episodes is not None else None, config.level)
+    sections = registered_sections()  # engine/eval/sections.py: those every run may have, then agent-declared ones
+    for section in sections:
+        if not section.declared:
+            report[section.name] = section.run(inputs)
     # MADQA Appendix F.4: Kuiper under tokens and time as well as steps (engine/eval/analyses/effort.py)
     # (a trajectory's "child_tokens" add its children's model calls to the token measures)
     report["effort_measures"] = effort_measures([(measures_of(item.effort, predicted.get(item.id),
@@ -187,8 +188,7 @@ def evaluate(
     if report["steps"] is not None:  # MADQA Figures 22 and 23 (engine/eval/analyses/retrieval_curve.py)
         report["steps"]["cumulative_hits"] = cumulative_hits(evidence_rows, by_episode[0])
         report["steps"]["recovery"] = recovery_after_failed_first_query(evidence_rows, by_episode[0], config.level)
-    agent = config.agent or _agent_of(predictions)
-    report["guessability"] = (guessability([(q.question, q.answer_variants, item.correct)
-                                            for (q, _), item in zip(matched.pairs, items)], config.level)
-                              if agent in CLOSED_BOOK_AGENTS else None)  # MADQA Appendix E.2
+    for section in sections:
+        if section.declared:
+            report[section.name] = section.run(inputs) if section.name in declared else None
     return EvalResult(report, items)

@@ -26,10 +26,9 @@ from collections.abc import Sequence
 from engine.eval.metrics.answers import answer_parts
 from engine.eval.stats import wilson_interval
 
-__all__ = ["GUESS_CLASSES", "CLOSED_BOOK_AGENTS", "guess_class", "guessability"]
+__all__ = ["GUESS_CLASSES", "guess_class", "guessability", "section"]
 
 GUESS_CLASSES = ("yes_no", "binary_choice", "memorisation")
-CLOSED_BOOK_AGENTS = ("closed-book",)  # agents that answer without the documents (engine/agents/registry.py)
 CHANCE = 0.5  # a random pick between two options
 _YES_NO = {"yes", "no"}
 _OR = re.compile(r"\bor\b", re.IGNORECASE)
@@ -79,3 +78,9 @@ def guessability(rows: Sequence[tuple[str, Sequence[Sequence[str]], bool]], leve
     return {"n": n, "correct": correct, "accuracy": correct / n if n else None, "classes": classes,
             "chance_share": CHANCE * two_way / n if n else None,
             "memorised_share": classes["memorisation"]["correct"] / n if n else None}
+
+
+def section(inputs) -> dict:
+    """The registered report section (engine/eval/sections.py), for agents that declare "guessability"."""
+    return guessability([(question.question, question.answer_variants, item.correct)
+                         for (question, _), item in zip(inputs.pairs, inputs.items)], inputs.level)

@@ -24,7 +24,7 @@ import numpy as np
 from engine.eval.analyses.budget import fit_saturating
 from engine.eval.stats import wilson_interval
 
-__all__ = ["qguide_analyses", "LEVELS"]
+__all__ = ["qguide_analyses", "LEVELS", "section"]
 
 LEVELS = ("low", "med", "high")
 DECISIONS = ("passed", "verified", "rewritten", "submit_unknown", "no_submission", "failed")
@@ -142,3 +142,14 @@ def qguide_analyses(questions, episodes, is_correct: Callable, level: float = 0.
         "tool_calls": dict(sorted(tools.items(), key=lambda kv: -kv[1])),
         "mean_turns": float(np.mean([q.get("turns", 0) for q, _ in records])),
     }
+
+
+def section(inputs) -> dict | None:
+    """The registered report section (engine/eval/sections.py): None without trajectories or Q-Guide records."""
+    if inputs.episodes is None:
+        return None
+    from engine.eval.metrics.anls import ACCURACY_THRESHOLD, ANLSScorer
+
+    scorer = ANLSScorer()
+    return qguide_analyses([question for question, _ in inputs.pairs], inputs.episodes,
+                           lambda answer, variants: scorer(answer, variants) >= ACCURACY_THRESHOLD)

@@ -28,7 +28,7 @@ from decimal import Decimal
 
 from engine.eval.metrics.mudabench import mudabench_answer_correct, numeric_match, rows_from_metadata
 
-__all__ = ["STAGES", "stage_error", "stage_taxonomy"]
+__all__ = ["STAGES", "stage_error", "stage_taxonomy", "section"]
 
 STAGES = ("planning", "knowledge", "extraction", "structuring", "code", "answer")
 _UNIT_WORDS = {"usd", "cny", "eur", "gbp", "jpy", "million", "millions", "thousand", "thousands", "billion", "pct",
@@ -135,3 +135,10 @@ def stage_taxonomy(pairs: list[tuple[object, object, bool]]) -> dict | None:
     wrong = len(pairs) - correct
     return {"questions": len(pairs), "correct": correct, "counts": counts,
             "shares_of_errors": {k: (v / wrong if wrong else None) for k, v in counts.items()}}
+
+
+def section(inputs) -> dict | None:
+    """The registered report section (engine/eval/sections.py): which workflow stage failed first, judged with the
+    MuDABench verdict (its LLM judge's under `--judge`); None when no prediction holds a workflow record."""
+    return stage_taxonomy([(question, prediction, item.scores["mudabench"])
+                           for (question, prediction), item in zip(inputs.pairs, inputs.items)])
