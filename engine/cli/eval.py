@@ -46,12 +46,6 @@ eval_app = typer.Typer(
 GoldOpt = Annotated[Path | None, typer.Option("--gold", "-g", help="Gold questions JSONL (canonical format).")]
 
 
-def _print_rows(rows: list[tuple[str, str, str]]) -> None:
-    width = max(len(r[0]) for r in rows)
-    for name, value, note in rows:
-        typer.echo(f"{name:<{width}}  {value:>7}  {note}".rstrip())
-
-
 @eval_app.command("score")
 def score(
     source: Annotated[Path, typer.Argument(help="A run directory (run.json + predictions.jsonl) or a predictions JSONL.")],
@@ -95,10 +89,10 @@ def score(
     """
     from engine.eval.calibration import JudgeCalibration
     from engine.eval.evaluate import EvalConfig, evaluate
-    from engine.eval.analyses.human import behaviour_text
     from engine.eval.inputs import load_inputs
+    from engine.eval.provenance import record_provenance
     from engine.eval.reports.files import json_safe, write_reports
-    from engine.eval.reports.markdown import headline_rows
+    from engine.eval.reports.terminal import terminal_lines
 
     inputs = load_inputs(source, gold, trajectories)
     if out is None and source.is_dir():
@@ -149,70 +143,14 @@ def score(
 
         config.embedder = MiniLMEmbedder()
     result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, config, inputs.errors)
-    result.report["judge"].update(model=judge, calibration_source=calibration_source, correction=correction or
-                                  ("Rogan-Gladen with the calibration's q0, q1" if judge else None),
-                                  **({"needed": judge_stats.needed, "from_cache": judge_stats.from_cache,
-                                      "judged": judge_stats.judged, "unparsed": judge_stats.unparsed,
-                                      "seconds": judge_stats.seconds} if judge_stats else {}))
-    if correction:
-        result.report["semantic_accuracy_ci"] = None  # the identity correction's interval would claim a calibration
-    result.report["inputs"] = inputs.paths
-    if (inputs.run or {}).get("source") == "silver":  # mined by `dossier trajectories mine`: labelled wherever shown
-        result.report["source"] = "silver"
+    record_provenance(result.report, judge, calibration_source, correction, judge_stats, inputs.paths, inputs.run)
     files = write_reports(out, result.report, result.items, f"Dossier evaluation: {source}") if out else None
     report = json_safe(result.report)
     if fmt is OutputFormat.json:
         emit_json({**report, "files": files})
         return
-    if report.get("source") == "silver":
-        typer.echo("silver trajectories (mined queries with the gold answer, not a model's or a person's): "
-                   "these scores describe the mining, not an agent")
-    typer.echo(f"{report['n']} gold items, {report['n_predictions']} predictions "
-               f"({report['missing_predictions']} gold items without prediction, counted wrong; "
-               f"{report['unmatched_predictions']} predictions unmatched; {report['skipped_lines']} lines skipped)")
-    if judge_stats is not None:
-        typer.echo(f"judge {judge}: {judge_stats.needed} answers needed a judgement; {judge_stats.from_cache} read from "
-                   f"the cache, {judge_stats.judged} judged in {judge_stats.seconds} s"
-                   + (f" ({judge_stats.unparsed} replies without a verdict, counted incorrect)"
-                      if judge_stats.unparsed else "")
-                   + f"; calibration from {calibration_source}" + (f"; {correction}" if correction else ""))
-    _print_rows(headline_rows(report))
-    counts = report["taxonomy"]["counts"]
-    typer.echo("taxonomy: " + " · ".join(f"{name.replace('_', ' ')} {count}" for name, count in counts.items() if count))
-    hops = report["breakdowns"]["hop_type"]
-    typer.echo("by hop type: " + " · ".join(f"{name} {100 * s['accuracy']:.1f}% (n={s['n']})" for name, s in hops.items()))
-    steps = report.get("steps")
-    if report.get("qguide"):
-        from engine.eval.reports.qguide import qguide_lines
-
-        for line in qguide_lines(report["qguide"]):
-            typer.echo(line)
-    elif steps:
-        budget = " ".join(f"N={r['budget']}:{100 * r['accuracy']:.0f}%" for r in steps["accuracy_at_budget"][:11])
-        first = steps["first_query"]
-        typer.echo(f"accuracy at search budget: {budget}")
-        typer.echo(f"first search hit: page {_pct(first['page_hit_rate'])}, document {_pct(first['doc_hit_rate'])}"
-                   + (f"; query drift {steps['query_drift']['mean']:.3f}" if steps.get("query_drift")
-                      and steps["query_drift"]["mean"] is not None else ""))
-    from engine.eval.reports.analyses import analyses_lines
-
-    for line in analyses_lines(report):  # Kuiper per effort measure, MADQA Figures 22-23, guessability
+    for line in terminal_lines(report):
         typer.echo(line)
-    coverage = report.get("mudabench_coverage")
-    if coverage:
-        typer.echo("MuDABench fact coverage: " + " · ".join(
-            f"{level} {_pct(coverage[f'{level}_accuracy'])} ({coverage[f'{level}_correct']}/{coverage[f'{level}_total']})"
-            for level in ("cell", "row", "column")))
-        scoring = report.get("mudabench_scoring") or {}
-        typer.echo(f"MuDABench scored by: final answer {scoring.get('final_answer')}; coverage {scoring.get('coverage')}")
-    stages = report.get("workflow_stages")
-    if stages:
-        typer.echo(f"workflow stage taxonomy ({stages['questions'] - stages['correct']} wrong of {stages['questions']}): "
-                   + " · ".join(f"{name} {count}" for name, count in stages["counts"].items()
-                                if count or name != "unattributed"))
-    behaviour = behaviour_text(report.get("behaviour"))
-    if behaviour:
-        typer.echo(behaviour)
     if files:
         typer.echo(f"reports: {files['html']} (.md, .json, items.jsonl)")
 
