@@ -5,7 +5,8 @@
     result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig())
     result.report["accuracy"], result.report["kuiper"]
 
-The report's keys are documented in README.md ("dossier eval"). Nothing here loads a model
+The report's keys are documented in docs/cli.md ("dossier eval"); registered scorers and sections
+(engine/eval/scorers.py, engine/eval/sections.py) add theirs. Nothing here loads a model
 unless asked: the judge and the drift embedder are passed in by the caller.
 """
 
