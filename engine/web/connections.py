@@ -35,57 +35,49 @@ def head_deadline_protocol(head_timeout_s: float, body_timeout_s: float = DEFAUL
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    # each part of a request: the h11 state the client is in while sending it, and its deadline
+    parts = {"head": (h11.IDLE, head_timeout_s, "no complete request head"),
+             "body": (h11.SEND_BODY, body_timeout_s, "the request body did not arrive")}
+
     class HeadDeadlineProtocol(H11Protocol):
-        _head_timer = None
-        _body_timer = None
+        _timers = None  # part -> its running timer
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
-            self._arm()
+            self._timers = {}
+            self._arm("head")
 
         def data_received(self, data: bytes) -> None:
-            if self._head_timer is None and self.conn.their_state is h11.IDLE:
-                self._arm()  # the first byte of a new request on a kept-alive connection
+            if "head" not in self._timers and self.conn.their_state is h11.IDLE:
+                self._arm("head")  # the first byte of a new request on a kept-alive connection
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:
-                self._disarm()  # the head is complete (or the connection is done)
+                self._disarm("head")  # the head is complete (or the connection is done)
             if self.conn.their_state is h11.SEND_BODY:
-                if self._body_timer is None:  # the head is in, the body is coming
-                    self._body_timer = self.loop.call_later(body_timeout_s, self._body_timed_out)
+                if "body" not in self._timers:  # the head is in, the body is coming
+                    self._arm("body")
             else:
-                self._disarm_body()
+                self._disarm("body")
 
         def connection_lost(self, exc) -> None:
-            self._disarm()
-            self._disarm_body()
+            for part in list(self._timers or ()):
+                self._disarm(part)
             super().connection_lost(exc)
 
-        def _disarm_body(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
+        def _arm(self, part: str) -> None:
+            self._disarm(part)
+            self._timers[part] = self.loop.call_later(parts[part][1], self._timed_out, part)
 
-        def _body_timed_out(self) -> None:
-            self._body_timer = None
-            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-                log.info("closing a connection from %s: the request body did not arrive within %g s", self.client,
-                         body_timeout_s)
-                self.transport.close()
+        def _disarm(self, part: str) -> None:
+            timer = self._timers.pop(part, None)
+            if timer is not None:
+                timer.cancel()
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._head_timer = self.loop.call_later(head_timeout_s, self._head_timed_out)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                log.info("closing a connection from %s: no complete request head within %g s", self.client,
-                         head_timeout_s)
+        def _timed_out(self, part: str) -> None:
+            self._timers.pop(part, None)
+            state, seconds, what = parts[part]
+            if self.conn.their_state is state and not self.transport.is_closing():
+                log.info("closing a connection from %s: %s within %g s", self.client, what, seconds)
                 self.transport.close()
 
     return HeadDeadlineProtocol
