@@ -78,10 +78,17 @@ main()
 """
 
 
+def _default_sigint() -> None:
+    """The child starts as a shell would start it: SIGINT at its default disposition, whatever this process has
+    (an ignored SIGINT is inherited across exec, and Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_a_real_sigint_to_dossier_ingest_prints_the_hint(tmp_path):
     files = _files(tmp_path)
     child = subprocess.Popen([sys.executable, "-c", DRIVER, files["pdfs"], files["corpus"]], cwd=ROOT, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ | {"PYTHONPATH": str(ROOT)})
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ | {"PYTHONPATH": str(ROOT)},
+                             preexec_fn=_default_sigint)
     try:
         assert child.stdout.readline().strip() == "working", child.stderr.read()
         time.sleep(0.2)
