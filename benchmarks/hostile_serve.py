@@ -183,11 +183,12 @@ def run(model: str, honest: int, max_tokens: int, half_open: int, enum_values: i
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
     from engine.serve.backend import LocalBackend
-    from engine.serve.config import ServeConfig
+    from engine.serve.config import GRAMMAR_NEW_BURST, GRAMMAR_NEW_PER_S, ServeConfig
     from engine.serve.server import ServerThread
 
     # float32: on a CPU with native bf16, "auto" would let the batch's composition change the tokens (issue 48)
-    engine = Engine.from_pretrained(model, EngineConfig(kv_cache_gib=1.0, dtype=dtype))
+    engine = Engine.from_pretrained(model, EngineConfig(kv_cache_gib=1.0, dtype=dtype, grammar_new_per_s=GRAMMAR_NEW_PER_S,
+                                                        grammar_new_burst=GRAMMAR_NEW_BURST))  # as `dossier serve`
     backend = LocalBackend(engine)
     backend.start()
     questions = [QUESTIONS[i % len(QUESTIONS)] for i in range(honest)]

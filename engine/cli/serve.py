@@ -9,6 +9,7 @@ import typer
 from engine.cli.options import (ATTENTION, DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MAX_BATCHED_TOKENS, MODEL, THREADS,
                                 AttentionOpt, DeviceOpt, DtypeOpt, GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
                                 QuantizationOpt, ThreadsOpt, pip_extra)
+from engine.serve.config import GRAMMAR_NEW_BURST, GRAMMAR_NEW_PER_S
 
 __all__ = ["register"]
 
@@ -60,6 +61,12 @@ def serve(
                                                        "another in one schema.")] = 64,
     grammar_compile_timeout: Annotated[float, typer.Option(help="Seconds a request waits for its grammar to compile "
                                                                 "(off the request threads); 503 past it.")] = 30.0,
+    grammar_rate: Annotated[float, typer.Option(help="New structured-output grammars (schemas not seen before) "
+                                                     "compiled per second; beyond it and a burst of "
+                                                     "--grammar-burst, such requests get a 503 to retry. 0: no "
+                                                     "rate.")] = GRAMMAR_NEW_PER_S,
+    grammar_burst: Annotated[int, typer.Option(help="New grammars accepted at once after a quiet spell.")] = (
+        GRAMMAR_NEW_BURST),
     head_timeout: Annotated[float, typer.Option(help="Seconds a client has to send a request's headers, from "
                                                      "connecting (or its first byte on a kept-alive connection); "
                                                      "the connection is closed past it.")] = 10.0,
@@ -111,7 +118,8 @@ def serve(
                          max_model_len=max_model_len,
                          max_num_batched_tokens=max_batched_tokens, device=device,
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
-                         cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout)
+                         cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout,
+                         grammar_new_per_s=grammar_rate, grammar_new_burst=grammar_burst)
     engine_config = EngineConfig(**engine_kwargs)  # built once; bad engine options fail before anything loads
     if ray is not None:
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_config, served_model_name, host, port,

@@ -82,6 +82,12 @@ class EngineConfig:
     # request's thread and goes on after; engine/core/structured.py), and compiled grammars kept, MiB (LRU).
     grammar_compile_timeout_s: float = 30.0
     grammar_cache_mib: float = 64.0
+    # Grammars not yet in the cache accepted per second, and at once after a quiet spell (a token bucket; 0: no
+    # rate). Off for an agent run, whose turns may each bring a schema; `dossier serve` turns it on
+    # (engine/serve/config.py GRAMMAR_NEW_PER_S) so a client streaming distinct schemas gets 503s instead of
+    # crowding out other clients.
+    grammar_new_per_s: float = 0.0
+    grammar_new_burst: int = 4
 
     def __post_init__(self) -> None:
         if self.block_size < 1:
@@ -125,6 +131,9 @@ class EngineConfig:
             raise DossierError(f"encoder_cache_gib must be >= 0 GiB (got {self.encoder_cache_gib})")
         if self.grammar_compile_timeout_s <= 0:
             raise DossierError(f"grammar_compile_timeout_s must be > 0 seconds (got {self.grammar_compile_timeout_s})")
+        if self.grammar_new_per_s < 0 or self.grammar_new_burst < 1:
+            raise DossierError(f"grammar_new_per_s must be >= 0 and grammar_new_burst >= 1 (got "
+                               f"{self.grammar_new_per_s}, {self.grammar_new_burst})")
         if self.grammar_cache_mib <= 0:
             raise DossierError(f"grammar_cache_mib must be > 0 MiB (got {self.grammar_cache_mib})")
         if self.max_encoder_batch_patches < 1:

@@ -308,7 +308,8 @@ class Engine:
                 self._grammars = GrammarCache(
                     self.processor.tokenizer, self.adapter.shape.vocab_size, self.stop_token_ids,
                     compile_timeout_s=self.config.grammar_compile_timeout_s,
-                    cache_bytes=int(self.config.grammar_cache_mib * 2**20))
+                    cache_bytes=int(self.config.grammar_cache_mib * 2**20),
+                    new_per_s=self.config.grammar_new_per_s, new_burst=self.config.grammar_new_burst)
             return self._grammars
 
     # --- introspection -----------------------------------------------------------

@@ -17,6 +17,11 @@ compiled for minutes under one global lock while every other request waited):
     queued, a new one is refused at once (`GrammarBusy`); a caller waits at most
     `compile_timeout_s` (`GrammarTimeout`), and the compile finishes in the background
     (xgrammar cannot be cancelled), so a retry finds it ready;
+  - new grammars are admitted at a bounded rate (`new_per_s`, in bursts of `new_burst`; a token
+    bucket): a schema seen before comes from the cache at no cost, but a client sending a stream
+    of distinct schemas is refused (`GrammarBusy`, a 503 to retry) before its requests' compiles,
+    cache churn and prefill crowd out everyone else's (40 distinct schemas in one burst admitted
+    14 requests whose prefill doubled an honest request's time; benchmarks/hostile_serve.py);
   - compiled grammars live in an LRU bounded in bytes (xgrammar's own cache is off).
 
 JSON schemas compile to compact JSON (no free whitespace). xgrammar 0.2's rule for
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -145,10 +151,13 @@ class GrammarCache:
         cache_bytes: compiled grammars kept, bytes (least recently used dropped beyond it).
         workers: grammars compiled at once (each compile also uses one xgrammar thread).
         max_pending: distinct grammars compiling or queued at once; more are refused (`GrammarBusy`).
+        new_per_s, new_burst: grammars not in the cache accepted per second, and at once after a quiet spell;
+            more are refused (`GrammarBusy`). `new_per_s=0` turns the rate off.
     """
 
     def __init__(self, tokenizer, vocab_size: int, stop_token_ids: set[int], compile_timeout_s: float = 30.0,
-                 cache_bytes: int = 64 * 2**20, workers: int = 1, max_pending: int = 4) -> None:
+                 cache_bytes: int = 64 * 2**20, workers: int = 1, max_pending: int = 4, new_per_s: float = 2.0,
+                 new_burst: int = 4, clock=time.monotonic) -> None:
         try:
             import xgrammar
         except ImportError:
@@ -161,6 +170,8 @@ class GrammarCache:
         self.compile_timeout_s = compile_timeout_s
         self.cache_bytes = cache_bytes
         self.max_pending = max_pending
+        self.new_per_s, self.new_burst, self._clock = new_per_s, new_burst, clock
+        self._allowance, self._refilled = float(new_burst), clock()  # the token bucket of new grammars
         # xgrammar's own cache never evicts by default: ours is the only one
         self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dossier-grammar")
@@ -196,9 +207,26 @@ class GrammarCache:
                 self.counters["busy"] += 1
                 raise GrammarBusy(f"{len(self._pending)} structured-output grammars are compiling now (the most at "
                                   "once); retry shortly")
+            if not self._take_new():
+                self.counters["busy"] += 1
+                raise GrammarBusy(f"new structured-output grammars are accepted at {self.new_per_s:g} per second "
+                                  f"(bursts of {self.new_burst}) and that rate is used up; retry in a second (a "
+                                  "schema used before is served from the cache at once)")
             future = self._executor.submit(self._compile_and_keep, key)
             self._pending[key] = future
         return future
+
+    def _take_new(self) -> bool:
+        """Spend one token of the new-grammar bucket (caller holds `_lock`); False when none is left."""
+        if self.new_per_s <= 0:
+            return True
+        now = self._clock()
+        self._allowance = min(float(self.new_burst), self._allowance + (now - self._refilled) * self.new_per_s)
+        self._refilled = now
+        if self._allowance < 1.0:
+            return False
+        self._allowance -= 1.0
+        return True
 
     def matcher(self, kind: str, text: str):
         """A fresh matcher for the grammar, waiting at most `compile_timeout_s` for its compile.

@@ -14,7 +14,12 @@ from engine.web.connections import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEAD_TIMEOUT_
 from engine.web.guard import check_exposure, normal_origin
 from tools.errors import DossierError
 
-__all__ = ["ServeConfig"]
+__all__ = ["GRAMMAR_NEW_BURST", "GRAMMAR_NEW_PER_S", "ServeConfig"]
+
+# New structured-output grammars (schemas not seen before) the server compiles per second, and at once after a
+# quiet spell: EngineConfig.grammar_new_per_s / grammar_new_burst as `dossier serve` sets them by default.
+GRAMMAR_NEW_PER_S = 2.0
+GRAMMAR_NEW_BURST = 4
 
 
 @dataclass(slots=True)

@@ -84,7 +84,7 @@ def test_finding3_equal_grammars_compile_once_and_different_ones_do_not_wait_on_
                                                                                          slow_compiles):
     from engine.core.structured import GrammarBusy, GrammarCache, GrammarTimeout
 
-    cache = GrammarCache(tiny_folder[2], 400, {0}, compile_timeout_s=10, workers=2, max_pending=3)
+    cache = GrammarCache(tiny_folder[2], 400, {0}, compile_timeout_s=10, workers=2, max_pending=3, new_per_s=0)
     a, b = json.dumps(enum_schema(3, "a")), json.dumps(enum_schema(3, "b"))
     started = time.monotonic()
     futures = [cache.compile("json_schema", a) for _ in range(5)] + [cache.compile("json_schema", b)]
@@ -109,11 +109,46 @@ def test_finding3_equal_grammars_compile_once_and_different_ones_do_not_wait_on_
 def test_finding4_the_compiled_grammar_cache_is_bounded_in_bytes(tiny_folder):
     from engine.core.structured import GrammarCache
 
-    cache = GrammarCache(tiny_folder[2], 400, {0}, cache_bytes=200_000)
+    cache = GrammarCache(tiny_folder[2], 400, {0}, cache_bytes=200_000, new_per_s=0)
     for i in range(150):
         cache.matcher("json_schema", json.dumps(enum_schema(4, tag=f"k{i}-")))
     assert cache.cached_bytes <= 200_000 and cache.counters["evicted"] > 0, (cache.cached_bytes, cache.counters)
     assert cache.counters["compiled"] == 150
+
+
+def test_finding3_a_stream_of_new_schemas_is_refused_beyond_the_new_grammar_rate(tiny_folder):
+    """40 distinct schemas in one burst used to be admitted as fast as they compiled (14 of them in a run of
+    benchmarks/hostile_serve.py), and their prefill doubled an honest request's time. New grammars now pass at
+    `new_per_s` in bursts of `new_burst`; a schema already compiled is never refused."""
+    from engine.core.structured import GrammarBusy, GrammarCache
+
+    now = [100.0]
+    cache = GrammarCache(tiny_folder[2], 400, {0}, new_per_s=2.0, new_burst=4, clock=lambda: now[0])
+    schemas = [json.dumps(enum_schema(3, tag=f"r{i}-")) for i in range(40)]
+    admitted, refused = [], 0
+    for schema in schemas:
+        try:
+            admitted.append(cache.matcher("json_schema", schema))
+        except GrammarBusy as err:
+            refused += 1
+            assert "2 per second" in str(err) and "bursts of 4" in str(err)
+    assert (len(admitted), refused) == (4, 36)
+    assert all(cache.matcher("json_schema", s) for s in schemas[:4])  # cached grammars cost nothing
+    now[0] += 0.5  # one new grammar's worth of time
+    assert cache.matcher("json_schema", schemas[4])
+    with pytest.raises(GrammarBusy):
+        cache.matcher("json_schema", schemas[5])
+    now[0] += 60  # a quiet minute refills the burst, no more
+    assert sum(1 for s in schemas[5:15] if _admitted(cache, s)) == 4
+
+
+def _admitted(cache, schema: str) -> bool:
+    from engine.core.structured import GrammarBusy
+
+    try:
+        return cache.matcher("json_schema", schema) is not None
+    except GrammarBusy:
+        return False
 
 
 def half_open(url: str, count: int):
