@@ -61,6 +61,8 @@ _REGISTERED = (
     Scorer("docvqa", "DocVQA-2026 binary", "engine.eval.metrics.docvqa:item_verdict"),
     Scorer("mudabench", "MuDABench tolerance", "engine.eval.metrics.mudabench:item_verdict",
            judged_label="MuDABench judge"),
+    Scorer("numeric", "numeric (±1 %)", "engine.eval.metrics.numeric:item_verdict",
+           applies="engine.eval.metrics.numeric:numeric_gold"),
 )
 
 _SCORERS = {scorer.name: scorer for scorer in _REGISTERED}
