@@ -92,19 +92,20 @@ def test_parallel_calls_are_one_round_and_each_is_an_observation(tmp_path, corpu
 
 
 @pytest.mark.parametrize("max_rounds", [1, 3])
-def test_t_max_counts_evidence_rounds_and_the_limit_turn_is_submit_unknown(tmp_path, corpus, max_rounds):
-    """T_max rounds of tool calls run; the policy asking for more on the turn after them is Eq. 3's
-    submit_unknown: no more tools run and the answer is Unknown. The limit turn is a free turn."""
+def test_t_max_counts_turns_and_the_limit_turn_is_submit_unknown(tmp_path, corpus, max_rounds):
+    """Eq. 3 counts turns: T_max - 1 rounds of tool calls run (none at T_max = 1, the single pass), and the
+    policy asking for more at turn T_max is submit_unknown: no tools run and the answer is Unknown. The
+    limit turn is a free turn."""
     def policy(qid, turn, messages):
         return perceive(("text_recovery", {"document": "memo", "page": 1}))  # never submits
 
     preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=max_rounds)
     t = trajs["q1"]
-    assert [s["role"] for s in t["steps"]] == ["policy"] * (max_rounds + 1)
+    assert [s["role"] for s in t["steps"]] == ["policy"] * max_rounds
     rounds_run = [s for s in t["steps"] if s["tool_result"] and "observations" in s["tool_result"]]
-    assert len(rounds_run) == max_rounds and t["qguide"]["rounds"] == max_rounds
+    assert len(rounds_run) == max_rounds - 1 and t["qguide"]["rounds"] == max_rounds - 1
     assert all("perceive" in json.dumps(turn.schema) for _, turn in backend.submitted)  # never forced
-    assert "no more tools run" in t["steps"][-1]["tool_result"]["error"]
+    assert f"is T_max = {max_rounds}: no tools run" in t["steps"][-1]["tool_result"]["error"]
     assert preds["q1"].answer == ["Unknown"] and t["qguide"]["decision"] == "submit_unknown"
     assert t["qguide"]["at_limit"] == "unknown" and preds["q1"].extra["finish"] == "max_rounds"
 
@@ -115,16 +116,16 @@ def test_a_submission_on_the_limit_turn_meets_the_gate(tmp_path, corpus):
             return perceive(("text_recovery", {"document": "memo", "page": turn}))
         return submit("$48,250", "high", [{"document": "memo", "page": 1}])
 
-    preds, trajs, _ = run(tmp_path, corpus, policy, [q()], max_rounds=2)
+    preds, trajs, _ = run(tmp_path, corpus, policy, [q()], max_rounds=3)  # turn 3 is the limit turn
     assert preds["q1"].answer == ["$48,250"] and trajs["q1"]["qguide"]["decision"] == "passed"
     assert trajs["q1"]["qguide"]["rounds"] == 2 and trajs["q1"]["qguide"]["turns"] == 3
 
 
-def test_at_limit_force_admits_only_submit_after_t_max_rounds(tmp_path, corpus):
+def test_at_limit_force_admits_only_submit_at_turn_t_max(tmp_path, corpus):
     def policy(qid, turn, messages):
         return perceive(("text_recovery", {"document": "memo", "page": 1}))  # never submits, even when forced
 
-    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3, at_limit="force")
+    preds, trajs, backend = run(tmp_path, corpus, policy, [q()], max_rounds=4, at_limit="force")
     schemas = [turn.schema for _, turn in backend.submitted]
     assert [("perceive" in json.dumps(s)) for s in schemas] == [True, True, True, False]  # turn 4: submit only
     assert backend.submitted[3][1].messages[-1][1] == prompts.FORCED
@@ -141,7 +142,7 @@ def test_free_rounds_have_room_for_four_calls(tmp_path, corpus):
     def policy(qid, turn, messages):
         return perceive(("text_recovery", {"document": "memo", "page": 1}))
 
-    _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=2, max_new_tokens=256, at_limit="force")
+    _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=3, max_new_tokens=256, at_limit="force")
     budgets = [turn.max_new_tokens for _, turn in backend.submitted]
     assert budgets[:2] == [ROUND_TOKENS, ROUND_TOKENS] and budgets[2] in (None, 256)  # the forced turn: the usual
     _, _, backend = run(tmp_path, corpus, policy, [q()], max_rounds=2, max_new_tokens=900)
@@ -426,8 +427,8 @@ def _budget_policy(qid, turn, messages):
 
 
 @pytest.mark.parametrize("at_limit,expected", [
-    ("unknown", {1: "Unknown", 2: "Unknown", 3: "Unknown", 4: "done", 5: "done", 6: "done"}),
-    ("force", {1: "after 1", 2: "after 2", 3: "after 3", 4: "after 4", 5: "done", 6: "done"}),
+    ("unknown", {1: "Unknown", 2: "Unknown", 3: "Unknown", 4: "Unknown", 5: "done", 6: "done"}),
+    ("force", {1: "Unknown", 2: "after 1", 3: "after 2", 4: "after 3", 5: "after 4", 6: "done"}),
 ])
 def test_budget_sweep_equals_separate_runs(tmp_path, corpus, at_limit, expected):
     """One run at T_max = 6 answers every budget as a separate run at that budget would: under
@@ -442,10 +443,10 @@ def test_budget_sweep_equals_separate_runs(tmp_path, corpus, at_limit, expected)
         for qid in ("q1", "q2"):
             mine = {key: alone[qid]["qguide"][key] for key in ("answer", "decision", "turn", "rounds", "confidence")}
             assert {key: sweep[qid]["qguide"]["budget"][str(k)][key] for key in mine} == mine, (qid, k)
-            assert alone[qid]["qguide"]["rounds"] == min(k, 4)  # rounds as the paper counts them
+            assert alone[qid]["qguide"]["rounds"] == min(k - 1, 4)  # T_max - 1 rounds before turn T_max (Eq. 3)
     assert {k: budget[str(k)]["answer"][0] for k in range(1, 7)} == expected
     branches = {s["branch"] for s in sweep["q1"]["steps"] if "branch" in s}
-    assert branches == (set() if at_limit == "unknown" else {1, 2, 3, 4})  # the main line answers the rest
+    assert branches == (set() if at_limit == "unknown" else {1, 2, 3, 4, 5})  # the main line answers the rest
 
 
 def test_a_call_repeated_in_one_round_runs_once(tmp_path, corpus):
@@ -523,3 +524,45 @@ def test_an_overlong_lookup_question_is_an_error_observation(tmp_path, corpus):
 
     preds, trajs, backend = run(tmp_path, corpus, policy, [q()])
     assert preds["q1"].answer == ["$48,250"] and len(backend.submitted) == 2  # no lookup reader turn ran
+
+
+@pytest.mark.parametrize("page_text,sweep,withheld", [("shown", "", False), ("withheld", "", True),
+                                                      ("auto", "", False), ("auto", "1-3", True)])
+def test_page_text_withheld_leaves_the_evidence_to_the_tools(tmp_path, corpus, page_text, sweep, withheld):
+    """A text model given the page's OCR text on turn 1 has no missing evidence for the tools to recover, so
+    a budget sweep could not bind (issue 50): `page_text withheld` names the pages without their text, and
+    "auto" withholds it when sweeping budgets."""
+    first = {}
+
+    def policy(qid, turn, messages):
+        first.setdefault(qid, "\n".join(m[1] for m in messages if isinstance(m[1], str)))
+        return submit("$48,250", "high")
+
+    _, trajs, _ = run(tmp_path, corpus, policy, [q()], page_text=page_text, max_rounds=3, max_rounds_sweep=sweep)
+    assert "File: memo, Page: 1" in first["q1"] and "File: memo, Page: 2" in first["q1"]
+    assert ("$48,250 thousand" in first["q1"]) is not withheld
+    assert ("their text is not shown here" in first["q1"]) is withheld
+    assert trajs["q1"]["qguide"]["page_text"] == ("withheld" if withheld else "shown")
+    assert trajs["q1"]["qguide"]["t_max_counts"] == "turns"
+
+
+def test_visual_named_for_a_text_model_is_refused_not_offered_blind():
+    """Leave-one-tool-out rows listed their tools by hand with "visual" in each, so a text model was offered a
+    tool returning pixels it cannot read (24 calls in one row): naming it for a text model is an error now."""
+    from engine.agents.qguide.config import parse_tools
+    from tools.errors import DossierError
+
+    with pytest.raises(DossierError, match="offers visual_detail to a text model"):
+        parse_tools("text,visual,spatial,structure", vision=False)
+    with pytest.raises(DossierError, match="offers visual_detail to a text model"):
+        AgentSettings(agent="qguide", observe="text", tools="text,visual")
+    assert parse_tools("auto", vision=False) == ["text_recovery", "spatial_recovery", "structure_recovery",
+                                                 "targeted_lookup"]
+    assert "visual_detail" in parse_tools("text,visual", vision=True)
+
+
+def test_page_text_must_be_one_of_its_values():
+    from tools.errors import DossierError
+
+    with pytest.raises(DossierError, match="page_text must be one of auto, shown, withheld"):
+        AgentSettings(agent="qguide", page_text="hidden")

@@ -85,11 +85,12 @@ def test_dossier_eval_prints_the_qguide_block_for_a_swept_run(tmp_path):
     points = report["qguide"]["budget"]["points"]
     assert [p["max_rounds"] for p in points] == [1, 2, 3, 4, 5, 6]
     assert points[-1]["accuracy"] == report["accuracy"] == 0.5  # q2's gold is "done", the T_max=6 answer
-    assert [p["accuracy"] for p in points] == [0.0, 0.0, 0.0, 0.5, 0.5, 0.5]  # "done" after 4 rounds
+    assert [p["accuracy"] for p in points] == [0.0, 0.0, 0.0, 0.0, 0.5, 0.5]  # "done" at turn 5, after 4 rounds
     assert report["qguide"]["at_limit"] == "unknown"
     assert report["qguide"]["decisions"]["passed"] == 2 and report["steps"] is not None
     human = CliRunner().invoke(app, ["eval", str(tmp_path / "runs" / "run0"), "--no-drift"])
-    assert "Q-Guide: 2 episodes (document 2), gate τ=med, T_max=6 rounds (at the limit: unknown)" in human.output
+    assert ("Q-Guide: 2 episodes (document 2), gate τ=med, T_max=6 turns as Eq. 3 counts them, T_max - 1 rounds of "
+            "tools (at the limit: unknown; page text withheld)") in human.output
     assert "submit_unknown at T_max 0" in human.output
     assert "accuracy by round budget: T=1:0.0% T=2:0.0%" in human.output and "fit acc(t)" in human.output
     assert "reliability ρ(σ)" in human.output and "appended: pages" in human.output

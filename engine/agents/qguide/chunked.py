@@ -142,7 +142,8 @@ class ChunkedEpisode:
             for name, count in chunk.summary()["tool_calls"].items():
                 calls[name] = calls.get(name, 0) + count
         return {"mode": "chunked", "document": self.setup.document, "pages": [p for c in self.chunks for p in c.pages],
-                "max_rounds": self.settings.max_rounds, "at_limit": self.setup.at_limit, "gate": self.setup.gate,
+                "max_rounds": self.settings.max_rounds, "at_limit": self.setup.at_limit, "t_max_counts": "turns",
+                "page_text": "withheld" if self.setup.withhold_page_text else "shown", "gate": self.setup.gate,
                 "tools": self.setup.tools,
                 "turns": sum(c.turns for c in self.chunks), "rounds": sum(c.rounds for c in self.chunks),
                 "observations": sum(len(c.observations) for c in self.chunks),

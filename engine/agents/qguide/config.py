@@ -23,18 +23,19 @@ from tools.errors import DossierError
 from tools.perception import PERCEPTION_TOOLS
 from tools.schema import ToolSpec
 
-__all__ = ["TOOL_NAMES", "AT_LIMIT", "LONGDOC", "OPTIONS", "option", "parse_tools", "parse_sweep", "check_settings",
-           "Setup", "setup_for"]
+__all__ = ["TOOL_NAMES", "AT_LIMIT", "LONGDOC", "PAGE_TEXT", "OPTIONS", "option", "parse_tools", "parse_sweep",
+           "page_text_withheld", "check_settings", "Setup", "setup_for"]
 
 TOOL_NAMES = tuple(spec.name for spec in PERCEPTION_TOOLS)  # the paper's five, in its order
 AT_LIMIT = ("unknown", "force")  # the limit turn: Eq. 3's submit_unknown, or the forced-answer variant
 LONGDOC = ("chunk", "retrieve")  # a long named document: overlapping chunks adjudicated, or its best pages retrieved
 OPTIONS = {  # name -> default of the Q-Guide settings AgentSettings may not hold (read with `option`)
-    "at_limit": "unknown",  # after T_max evidence rounds: "unknown" (Eq. 3) or "force" (the limit turn must submit)
+    "at_limit": "unknown",  # turn T_max: "unknown" (Eq. 3) or "force" (the limit turn must submit)
     "rho_min": None,  # ρ_min, a reliability in (0, 1]: with gate "auto", τ = min{ℓ : ρ(ℓ) ≥ ρ_min}
     "calibration": None,  # with gate "auto": a scored-by-gold calibration run directory (its documents disjoint)
     "gate_table": None,  # with gate "auto": the resolved τ and reliability table (filled at run start, recorded)
     "longdoc": "chunk",  # a named document longer than chunk_pages: "chunk" (Eq. 4) or "retrieve" (top pages)
+    "page_text": "auto",  # a text model's first turn: "shown", "withheld" or "auto" (withheld when sweeping)
 }
 
 
@@ -47,8 +48,16 @@ _SHORT = {"text": "text_recovery", "visual": "visual_detail", "spatial": "spatia
           "structure": "structure_recovery", "lookup": "targeted_lookup", "query": "targeted_lookup"}
 
 
+PAGE_TEXT = ("auto", "shown", "withheld")  # a text model's first turn: the pages' OCR text, or only their names
+
+
 def parse_tools(value: str, vision: bool) -> list[str]:
-    """The perception tools offered: "auto", or a comma-separated subset of names / short names."""
+    """The perception tools offered: "auto", or a comma-separated subset of names / short names.
+
+    Raises:
+        DossierError: an unknown name, none, or visual_detail named for a text model (it returns pixels only, so
+            offering it there is a blind tool: a leave-one-out row would differ from "auto" by more than one tool).
+    """
     if value.strip() == "auto":
         return [name for name in TOOL_NAMES if vision or name != "visual_detail"]
     names = []
@@ -61,7 +70,16 @@ def parse_tools(value: str, vision: bool) -> list[str]:
             names.append(name)
     if not names:
         raise DossierError(f"--tools {value!r} names no tool; use auto or a subset of {', '.join(TOOL_NAMES)}")
+    if not vision and "visual_detail" in names:
+        raise DossierError(f"--tools {value!r} offers visual_detail to a text model, which cannot read the crops it "
+                           "returns (pixels only); leave visual out, or use a vision model with --observe image")
     return names
+
+
+def page_text_withheld(settings) -> bool:
+    """Does a text model's first turn leave out the pages' OCR text (`page_text`, "auto": when sweeping budgets)?"""
+    value = option(settings, "page_text")
+    return value == "withheld" or (value == "auto" and bool(parse_sweep(settings.max_rounds_sweep)))
 
 
 def parse_sweep(value: str) -> list[int]:
@@ -99,7 +117,9 @@ def check_settings(settings) -> None:
     if settings.chunk_pages < 1 or not 0 <= settings.chunk_overlap < settings.chunk_pages:
         raise DossierError(f"need chunk_pages >= 1 and 0 <= chunk_overlap < chunk_pages "
                            f"(got {settings.chunk_pages} and {settings.chunk_overlap})")
-    parse_tools(settings.tools, vision=True)
+    if option(settings, "page_text") not in PAGE_TEXT:
+        raise DossierError(f"page_text must be one of {', '.join(PAGE_TEXT)} (got {option(settings, 'page_text')!r})")
+    parse_tools(settings.tools, vision=getattr(settings, "observe", "auto") != "text")
     sweep = parse_sweep(settings.max_rounds_sweep)
     if sweep and max(sweep) != settings.max_rounds:
         raise DossierError(f"--max-rounds-sweep {settings.max_rounds_sweep} runs budget {max(sweep)} as the main "
@@ -131,8 +151,9 @@ class Setup:
     page_count: int | None  # its pages
     page_counts: dict[str, int]  # pages of each document a citation may name (checked when parsing a submission)
     budgets: list[int]  # T_max values whose answers are recorded (the sweep, else [max_rounds])
-    at_limit: str = "unknown"  # the limit turn after T_max rounds: "unknown" (Eq. 3) or "force"
+    at_limit: str = "unknown"  # the limit turn, turn T_max: "unknown" (Eq. 3) or "force"
     gate: str = "med"  # τ in force (low|med|high; "auto" resolved from the calibration table)
+    withhold_page_text: bool = False  # a text model's first turn names the pages without their OCR text
 
 
 def setup_for(question, settings, env) -> Setup:
@@ -166,7 +187,7 @@ def setup_for(question, settings, env) -> Setup:
             "calibrate.check_questions before building episodes")
     return Setup(tools, round_schema(offered, citable, page_counts), submit_schema(citable, page_counts), vision,
                  document is None, document, page_count, page_counts, budgets, option(settings, "at_limit"),
-                 resolved_gate(settings))
+                 resolved_gate(settings), not vision and page_text_withheld(settings))
 
 
 def resolved_gate(settings) -> str:

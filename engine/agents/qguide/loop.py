@@ -3,9 +3,11 @@
 State e_t = (question, pages in context, observations O_t). Each policy turn either calls
 several tools at once (one evidence round: the calls run concurrently, each is one
 observation) or submits an answer with a short reasoning and a confidence. T_max
-(`max_rounds`) counts evidence rounds, as the paper does ("multiple parallel tool calls in a
-single turn count as one turn"): T_max = 3 allows three rounds of tool calls. The turn after
-the T_max-th round is the limit turn, resolved by Eq. 3:
+(`max_rounds`) counts policy turns t = 1, 2, ... as Eq. 3 does ("submit_unknown if φ = 0 and
+t ≥ T_max"; "multiple parallel tool calls in a single turn count as one turn"), so turn T_max is
+the limit turn and T_max - 1 rounds of tool calls come before it: T_max = 1 is a single pass
+with no tool call (Appendix F's "gain over a single pass": 40.0 % at T_max = 1, the paper's
+direct prompting 38.8 %), T_max = 3 allows two rounds. The limit turn is resolved by Eq. 3:
 
     submit         the policy submits and passes the gate φ (σ ⪰ τ; below τ, one verification
                    turn checks the answer against O_t, and an unsupported answer is Unknown);
@@ -19,9 +21,9 @@ A malformed free turn uses up a round (it is a turn the policy spent), so every 
 The policy is never told its budget. With `--at-limit unknown` the limit turn is the same turn
 (same messages, same schema) as the free turn a larger budget would take, so one run at the
 largest budget answers every budget of `--max-rounds-sweep` exactly: budget b is what the
-policy did on the turn after round b (a submission, or submit_unknown when it asked for more).
+policy did on turn b, after b - 1 rounds (a submission, or submit_unknown when it asked for more).
 With `--at-limit force` the limit turn differs (it is forced), so before the free turn after
-round b the loop spawns a branch: a fork of its conversation (KV shared through the prefix
+turn b the loop spawns a branch: a fork of its conversation (KV shared through the prefix
 cache) that takes exactly the forced turn a T_max = b run would take there, plus its gate.
 
 Every model call is one step of the trajectory, tagged with its role (policy, forced, verify,
@@ -81,7 +83,7 @@ class Loop:
 
     Args:
         pages: pages of the named document placed in context (none for collection questions).
-        max_rounds: T_max of this loop: evidence rounds before the limit turn.
+        max_rounds: T_max of this loop: the limit turn (Eq. 3's t ≥ T_max), after T_max - 1 evidence rounds.
         forced_start: for a budget branch: the messages of the turn it forces (the parent's next turn).
         observations, turns, rounds, calls: a branch starts from its parent's.
     """
@@ -109,7 +111,7 @@ class Loop:
     _next: list = field(default_factory=list)  # (role, content, category) of the next policy turn
     _phase: str = "policy"  # policy | verify | done
     _forced: bool = False  # the current policy turn admits only submit
-    _limit: bool = False  # the current policy turn is the limit turn (T_max rounds taken)
+    _limit: bool = False  # the current policy turn is the limit turn (turn T_max, T_max - 1 rounds taken)
     _context_full: bool = False  # the runner had to force the answer: no room left to verify
     _categories: list = field(default_factory=list)  # category of each message of the turn in flight
     _delta: str = ""
@@ -140,6 +142,8 @@ class Loop:
                     image = self.env.page_image(doc, page, s.image_dpi, s.image_max_pixels)
                     parts += [f"File: {doc}, Page: {page}\n", image, "\n"]
                 self._next.append((role, parts, "pages"))
+            elif self.setup.withhold_page_text:  # the evidence must come from the tools (--page-text withheld)
+                self._next.append((role, prompts.pages_withheld(doc, self.pages), "pages"))
             else:
                 blocks = [f"File: {doc}, Page: {page}\n{self.env.page_text(doc, page, q.question).strip()}"
                           for page in self.pages]
@@ -151,17 +155,18 @@ class Loop:
         return self._advance()
 
     def _advance(self):
-        """The next policy turn: the limit turn after T_max rounds; under `force`, a sweep budget's branch first."""
+        """The next policy turn: turn T_max is the limit turn; under `force`, a sweep budget's branch first."""
         at_limit = self.setup.at_limit
-        self._limit = self.rounds >= self.max_rounds
+        turn = self.rounds + 1  # Eq. 3's t: a turn comes after each round of tool calls
+        self._limit = turn >= self.max_rounds
         if self._limit and at_limit == "force":
             return self._forced_turn()
         free = self._turn(self._next, self.setup.round_schema, forced=False,
                           max_new_tokens=max(self.settings.max_new_tokens, ROUND_TOKENS))
-        if (at_limit == "force" and self.branch is None and not self._limit and self.rounds in self.setup.budgets):
-            branch = Loop(self.question, self.settings, self.env, self.setup, list(self.pages), self.rounds,
+        if (at_limit == "force" and self.branch is None and not self._limit and turn in self.setup.budgets):
+            branch = Loop(self.question, self.settings, self.env, self.setup, list(self.pages), turn,
                           forced_start=list(self._next), observations=list(self.observations), turns=self.turns,
-                          rounds=self.rounds, calls=self.calls, branch=self.rounds)
+                          rounds=self.rounds, calls=self.calls, branch=turn)
             self._waiting, self._awaiting = free, "branch"
             return Spawn([branch], fork=True)
         return free
@@ -197,16 +202,18 @@ class Loop:
                 return self._finish(Result([UNKNOWN], None, "no_submission", self.turns,
                                            f"no valid submission by the last turn ({call.reason})", self.rounds))
             if self._limit:
-                return self._finish(self._submit_unknown(f"no valid turn after {self.rounds} rounds ({call.reason})"))
+                return self._finish(self._submit_unknown(f"no valid turn at T_max = {self.max_rounds}, after "
+                                                         f"{self.rounds} rounds ({call.reason})"))
             self._spend_round(f"no valid turn after {self.rounds} rounds ({call.reason})")
             self._next = [(self.settings.message_role, prompts.MALFORMED.format(reason=call.reason), "turn")]
             return self._advance()
         record["tool_call"] = call.to_json()
         if isinstance(call, PerceiveCall):
             if self._limit:  # Eq. 3: φ = 0 at t ≥ T_max
-                record["tool_result"] = {"error": f"T_max = {self.max_rounds} rounds taken: no more tools run"}
+                record["tool_result"] = {"error": f"turn {self.rounds + 1} is T_max = {self.max_rounds}: no tools run"}
                 return self._finish(self._submit_unknown(
-                    f"the policy asked for more evidence after T_max = {self.max_rounds} rounds"))
+                    f"the policy asked for more evidence at turn T_max = {self.max_rounds}, after {self.rounds} "
+                    "rounds"))
             self._spend_round(f"the policy asked for more evidence after {self.rounds} rounds")
             self._pending = record
             self.search_history += [a.get("query", "") for n, a in call.calls if n == SEARCH]
@@ -219,10 +226,11 @@ class Loop:
         return Result([UNKNOWN], None, "submit_unknown", self.turns, note, self.rounds)
 
     def _spend_round(self, note: str) -> None:
-        """A free turn that did not submit: one more round. Under `unknown`, a budget of the sweep equal to the
-        rounds taken before it ends here with submit_unknown (its limit turn is this very turn)."""
-        if self.setup.at_limit == "unknown" and self.branch is None and self.rounds in self.setup.budgets:
-            self.budget.setdefault(self.rounds, self._submit_unknown(note))
+        """A free turn that did not submit: one more round. Under `unknown`, the sweep's budget equal to this
+        turn's number ends here with submit_unknown (its limit turn is this very turn)."""
+        turn = self.rounds + 1
+        if self.setup.at_limit == "unknown" and self.branch is None and turn in self.setup.budgets:
+            self.budget.setdefault(turn, self._submit_unknown(note))
         self.rounds += 1
 
     def _record(self, raw: str, tokens: dict, model_s: float) -> dict:
@@ -323,9 +331,9 @@ class Loop:
     def _finish(self, result: Result) -> Done:
         self.result, self._phase = result, "done"
         self.wall_s = time.perf_counter() - self.started
-        if self.branch is None:  # the main line answers every budget of at least the rounds it took
+        if self.branch is None:  # the main line answers every budget from the turn it ended on (rounds + 1)
             for budget in self.setup.budgets:
-                if budget >= result.rounds and budget not in self.budget:
+                if budget > result.rounds and budget not in self.budget:
                     self.budget[budget] = result
         self.reason = finish_reason(result.decision)
         return Done(self.reason)
@@ -346,7 +354,8 @@ class Loop:
         mode = "collection" if self.setup.collection else ("retrieved" if self.retrieval else "document")
         return {"mode": mode, "document": self.setup.document,
                 **({"retrieval": self.retrieval} if self.retrieval else {}),
-                "pages": list(self.pages), "max_rounds": self.max_rounds, "at_limit": self.setup.at_limit,
+                "pages": list(self.pages), "max_rounds": self.max_rounds, "at_limit": self.setup.at_limit, "t_max_counts": "turns",
+                "page_text": "withheld" if self.setup.withhold_page_text else "shown",
                 "gate": self.setup.gate, "tools": self.setup.tools, "turns": self.turns, "rounds": self.rounds,
                 "observations": len(self.observations),
                 "tool_calls": calls, **(self.result.to_json() if self.result else {}),

@@ -73,6 +73,12 @@ def pages_intro() -> str:
     return "Pages:\n"
 
 
+def pages_withheld(document: str, pages: list[int]) -> str:
+    """A text model's first turn without the pages' text: their names, and where their text comes from."""
+    names = "\n".join(f"File: {document}, Page: {page}" for page in pages)
+    return (f"Pages (their text is not shown here; read what you need with the tools):\n{names}")
+
+
 def verify_prompt(answer: list[str], confidence: str, gate: str, observations: int) -> str:
     return (f"Your answer {answer} was submitted with confidence {confidence}, below {gate}. Check it against "
             f"the observations [o1] to [o{observations}] only: is the answer stated in one of them? Reply "

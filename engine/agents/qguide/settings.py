@@ -19,11 +19,16 @@ __all__ = ["QGuideSettings", "DirectSettings"]
 
 @dataclass(slots=True)
 class QGuideSettings:
-    max_rounds: int | None = setting(3, "qguide: T_max, evidence rounds per episode (several tool calls in one "
-                                        "turn are one round); the turn after the last round is the limit turn "
-                                        "(--at-limit). Default 3, or the largest budget of --max-rounds-sweep.",
+    max_rounds: int | None = setting(3, "qguide: T_max, policy turns per episode as Eq. 3 counts them: turn "
+                                        "T_max is the limit turn (--at-limit), after T_max - 1 rounds of tool "
+                                        "calls (several calls in one turn are one round); 1 is a single pass with "
+                                        "no tool. Default 3, or the largest budget of --max-rounds-sweep.",
                                      cli_default=None)
-    at_limit: str = setting("unknown", "qguide: the limit turn after T_max rounds: unknown (Eq. 3: a submission "
+    page_text: str = setting("auto", "qguide: what a text model's first turn shows of the named document's pages: "
+                                     "shown (their OCR text), withheld (only their names: the evidence must come "
+                                     "from the tools, as a vision model's comes from reading pixels) or auto "
+                                     "(withheld with --max-rounds-sweep, so the budget can bind; shown otherwise).")
+    at_limit: str = setting("unknown", "qguide: the limit turn, turn T_max: unknown (Eq. 3: a submission "
                                        "meets the gate, asking for more is submit_unknown) or force (the turn "
                                        "admits only submit).")
     gate: str = setting("med", "qguide: τ, low|med|high; a submission below it is verified against the "

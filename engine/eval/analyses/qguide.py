@@ -141,6 +141,9 @@ def qguide_analyses(questions, episodes, is_correct: Callable, level: float = 0.
         "cost": _cost(records),
         "tool_calls": dict(sorted(tools.items(), key=lambda kv: -kv[1])),
         "mean_turns": float(np.mean([q.get("turns", 0) for q, _ in records])),
+        # runs since T_max counts turns as Eq. 3 does (T_max = 1: no tool); older runs counted tool rounds
+        **({"t_max_counts": first["t_max_counts"], "page_text": first.get("page_text")}
+           if first.get("t_max_counts") else {}),
     }
 
 

@@ -21,8 +21,10 @@ def qguide_lines(q: dict) -> list[str]:
     d = q["decisions"]
     lines = [f"Q-Guide: {q['episodes']} episodes ({', '.join(f'{m} {c}' for m, c in q['modes'].items() if c)}), "
              f"gate τ={q['gate']}, T_max={q['max_rounds']} "
-             + (f"rounds (at the limit: {q['at_limit']})" if q.get("at_limit") else
-                "turns (an older run: its forced last turn counted in T_max)")
+             + (f"turns as Eq. 3 counts them, T_max - 1 rounds of tools (at the limit: {q['at_limit']}; page text "
+                f"{q.get('page_text')})" if q.get("t_max_counts") == "turns" else
+                f"rounds (an older run: T_max counted tool rounds; at the limit: {q['at_limit']})"
+                if q.get("at_limit") else "turns (an older run: its forced last turn counted in T_max)")
              + f", mean turns {q['mean_turns']:.2f}",
              f"gate: passed {d['passed']} · verified {d['verified']} · rewritten to Unknown {d['rewritten']} · "
              f"submit_unknown at T_max {d.get('submit_unknown', 0)} · "
