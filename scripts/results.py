@@ -17,7 +17,8 @@ Usage:
     scripts/results.sh                       # every table, in order (long: hours on 2 cores)
     scripts/results.sh madqa-sample          # one table
     scripts/results.sh madqa-sample --check  # re-score the stored runs; print the table; exit 1 when the
-                                             # figures differ from docs/results/madqa-sample.json
+                                             # figures differ from docs/results/madqa-sample.json at the
+                                             # printed precision (3 decimals)
     scripts/results.sh madqa-sample --score-only  # write the table from the runs stored so far; run nothing
     scripts/results.sh --list                # the tables and their rows
     scripts/results.sh learning-financebench # LoRA query formulation, base vs tuned (scripts/results_learning.py)
@@ -50,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts import their
 from results_common import (  # noqa: E402  (the helpers results_learning.py shares)
     ARCHIVE, INT8, JudgeSpec, LOCAL_JUDGE, QUIET_MODEL, ROOT, TURNS, _auto_dtype, _call, _commit, _done,
     _dossier, _loadavg, _num, _questions_count, _read_json, _round, _row_inputs, _say, _write_json,
-    archive_run, figures_rows, merge_verdicts, min_discordant, model_record, prepare_suite, restore_run,
+    archive_run, figures_rows, merge_verdicts, min_discordant, model_record, prepare_suite, printed, restore_run,
     row_figures, score_row, suite_paths, tried_status,
 )
 
@@ -575,7 +576,8 @@ def check_table(table: Table, archive: Path, docs: Path) -> int:
         fresh = score_table(table, Path(nothing_live), archive)
     for line in figures_rows(fresh):
         print(line)
-    differ = [r["id"] for r, s in zip(fresh["rows"], stored["rows"]) if r.get("figures") != s.get("figures")]
+    differ = [r["id"] for r, s in zip(fresh["rows"], stored["rows"])
+              if printed(r.get("figures")) != printed(s.get("figures"))]  # at the printed precision
     if len(fresh["rows"]) != len(stored["rows"]):
         differ.append("(the rows themselves)")
     if differ:

@@ -334,6 +334,25 @@ def _round(x, digits=4):
     return None if x is None else round(float(x), digits)
 
 
+PRINTED_DECIMALS = 3  # the tables print fractions to 0.1 % and figures to 3 decimals (_pct, _num)
+
+
+def printed(value, digits: int = PRINTED_DECIMALS):
+    """Figures as --check compares them: every float rounded to the printed precision, the rest as it is.
+
+    Two CPUs differ in the last digits of a float sum or a least-squares solve (the Q-Guide token-cost fit
+    differed in its 14th digit between an AVX2 and an AVX-512 machine); a table is the same table when its
+    printed figures are (issue 50 item 7).
+    """
+    if isinstance(value, float):
+        return round(value, digits) + 0.0  # + 0.0: -0.0 and 0.0 compare and print alike
+    if isinstance(value, dict):
+        return {key: printed(v, digits) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printed(v, digits) for v in value]
+    return value
+
+
 def row_figures(items, report: dict, verdict: str) -> dict:
     from engine.eval.stats import wilson_interval
 

@@ -668,7 +668,7 @@ def check(archive: Path, docs: Path) -> int:
         print(line)
     print(f"- {fresh['claims'][0]['claim']}: {fresh['claims'][0]['verdict']}")
     old, new = figures(stored), figures(fresh)
-    differ = [key for key in new if new[key] != old.get(key)]
+    differ = [key for key in new if common.printed(new[key]) != common.printed(old.get(key))]  # printed precision
     if differ:
         print(f"results: {NAME}: the stored figures differ for {', '.join(differ)}")
         return 1

@@ -73,7 +73,24 @@ def _budget_curve(records: list[tuple[dict, list]], is_correct: Callable, n: int
                       if str(budget) in q.get("budget", {}) and is_correct(q["budget"][str(budget)]["answer"], gold))
         rows.append({"max_rounds": budget, "correct": correct, "accuracy": correct / n if n else 0.0})
     fit = fit_saturating([r["max_rounds"] for r in rows], [r["accuracy"] for r in rows])
-    return {"points": rows, "fit": fit}
+    return {"points": rows, "fit": _stored(fit)}
+
+
+FIT_DECIMALS = 6  # fitted coefficients are stored rounded: the last digits of a least-squares solve differ by CPU
+
+
+def _stored(fit: dict | None) -> dict | None:
+    """A fit as the report stores it: every float rounded to FIT_DECIMALS (AVX2 and AVX-512 machines disagreed in
+    the 14th digit of the token-cost fit, and a stored table then failed its --check; issue 50 item 8)."""
+    if fit is None:
+        return None
+
+    def rounded(value):
+        if isinstance(value, float):
+            return round(value, FIT_DECIMALS)
+        return [rounded(v) for v in value] if isinstance(value, list) else value  # the fitted curve, its steps
+
+    return {key: rounded(value) for key, value in fit.items()}
 
 
 def _cost(records: list[tuple[dict, list]]) -> dict | None:
@@ -90,9 +107,9 @@ def _cost(records: list[tuple[dict, list]]) -> dict | None:
         coef, *_ = np.linalg.lstsq(design, tokens, rcond=None)
         residual = tokens - design @ coef
         spread = float(((tokens - tokens.mean()) ** 2).sum())
-        fit = {"alpha": float(coef[0]), "beta": float(coef[1]), "gamma": float(coef[2]),
-               "r2": 1.0 - float(residual @ residual) / spread if spread else None,
-               "pages_constant": bool(np.ptp(design[:, 0]) == 0)}  # then α·P is the fixed prompt's cost too
+        fit = _stored({"alpha": float(coef[0]), "beta": float(coef[1]), "gamma": float(coef[2]),
+                       "r2": 1.0 - float(residual @ residual) / spread if spread else None,
+                       "pages_constant": bool(np.ptp(design[:, 0]) == 0)})  # then α·P is the fixed prompt's cost too
     later_input = sum(c["later_rounds_input"] for c in costs)
     return {"questions": len(costs), "mean_input": mean("input"), "mean_output": mean("output"),
             "input_share": mean("input") / (mean("input") + mean("output")) if mean("input") + mean("output") else None,
