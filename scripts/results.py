@@ -49,10 +49,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts import their neighbours by bare name
 from results_common import (  # noqa: E402  (the helpers results_learning.py shares)
-    ARCHIVE, INT8, JudgeSpec, LOCAL_JUDGE, QUIET_MODEL, ROOT, TURNS, _auto_dtype, _call, _commit, _done,
-    _dossier, _loadavg, _num, _questions_count, _read_json, _round, _row_inputs, _say, _write_json,
-    archive_run, figures_rows, merge_verdicts, min_discordant, model_record, prepare_suite, printed, restore_run,
-    row_figures, score_row, suite_paths, tried_status,
+    ARCHIVE, INT8, JudgeSpec, LOCAL_JUDGE, NUMERIC, QUIET_MODEL, ROOT, TURNS, VERDICT_TEXT, _auto_dtype, _call,
+    _commit, _done, _dossier, _loadavg, _num, _questions_count, _read_json, _round, _row_inputs, _say, _write_json,
+    accuracy_columns, archive_run, figures_rows, merge_verdicts, min_discordant, model_record, prepare_suite,
+    printed, restore_run, row_figures, score_row, scored, suite_paths, tried_status,
 )
 
 
@@ -80,7 +80,7 @@ class Table:
     suite: str  # sample, qguide, mudabench or financebench
     reference: str  # the row every other row is compared with
     rows: tuple[Row, ...]
-    verdict: str = "correct"  # which per-item verdict counts as right: correct (ANLS* >= 0.5) or mudabench
+    verdict: str = "correct"  # which per-item verdict counts as right: correct (ANLS* >= 0.5), mudabench or numeric
     limit: int | None = None  # only the first N questions of the suite
     claims: tuple[Claim, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -139,7 +139,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "the claim's verdict is the same on both machines.",)),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
           "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE,
-          effort_row="bm25",
+          effort_row="bm25", verdict=NUMERIC,
           notes=("filesearch keeps OpenAI file search's defaults (20 chunks of 800 tokens), so each question is a "
                  "prompt of 19,000-28,000 tokens, and on 2 CPU cores it is by far the slowest row. Its first two "
                  "segments (2026-12-02) answered 1 question: prefill attention grows with the square of the context. "
@@ -369,14 +369,16 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
     reference = items_by.get(table.reference)
     for entry in rows:
         if reference is not None and entry["name"] in items_by and entry["name"] != table.reference:
-            test = compare_items(items_by[entry["name"]], reference, verdict=table.verdict)
+            test = compare_items(scored(items_by[entry["name"]], table.verdict), scored(reference, table.verdict),
+                                 verdict=table.verdict)
             entry["vs_reference"] = {k: _round(test[k]) if isinstance(test[k], float) else test[k]
                                      for k in ("n_paired", "difference", "only_a_correct", "only_b_correct",
                                                "mcnemar_p", "cohen_kappa")}
     claims = []
     for claim in table.claims:
         if claim.better in items_by and claim.worse in items_by:
-            test = compare_items(items_by[claim.better], items_by[claim.worse], verdict=table.verdict)
+            test = compare_items(scored(items_by[claim.better], table.verdict),
+                                 scored(items_by[claim.worse], table.verdict), verdict=table.verdict)
             if test["difference"] > 0 and test["mcnemar_p"] < 0.05:
                 verdict = "reproduced"
             elif test["difference"] < 0 and test["mcnemar_p"] < 0.05:
@@ -407,6 +409,10 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
 # ------------------------------------------------------------------ writing
 
 
+def _count(value: int | None) -> str:
+    return "–" if value is None else str(value)  # None: not measured (an agent without records has no coverage)
+
+
 def _load(average: list[float] | None) -> str:
     return f"{average[0]:.1f}" if average else "?"  # a segment reconstructed after a lost process has none
 
@@ -422,7 +428,7 @@ def render_markdown(result: dict) -> str:
     loads = [(s["load_start"], s["load_end"]) for r in rows for s in r.get("segments", [])]
     cores = sorted({s["cores"] for r in rows for s in r.get("segments", [])})
     lines.append(f"- suite `{result['suite']}`" + (f", the first {result['limit']} questions" if result["limit"] else "")
-                 + f"; right means {'ANLS* ≥ 0.5' if result['verdict'] == 'correct' else 'MuDABench tolerance'}")
+                 + f"; right means {VERDICT_TEXT[result['verdict']]}")
     if commits:
         lines.append(f"- runs made at commit(s) {', '.join(commits)} on {', '.join(map(str, cores))} cores; "
                      f"1-minute load at the start and end of each run: "
@@ -432,14 +438,19 @@ def render_markdown(result: dict) -> str:
         lines.append(f"- LLM judge: `{judge['model']}` ({judge['quantization'] or 'no quantisation'}, {judge['dtype']}), "
                      f"MADQA's judge prompt, Rogan-Gladen corrected with [{judge['calibration']}]({judge['calibration']}) "
                      "(see [judge.md](judge.md)); its verdicts are archived beside the runs")
-    lines += ["", "| row | accuracy [95 % Wilson] | " + "LLM-judge accuracy [95 %] | " * bool(judge) +
+    numeric = result["verdict"] == NUMERIC
+    lines += ["", "| row | " + accuracy_columns(result["verdict"]) + "LLM-judge accuracy [95 %] | " * bool(judge) +
               "exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
               "searches/q | first query hit a gold page | vs reference (McNemar, κ) | wall | status |",
-              "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * bool(judge), *figures_rows(result), ""]
+              "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * (bool(judge) + numeric),
+              *figures_rows(result), ""]
     if result["verdict"] == "correct":
         lines.append("Accuracy is ANLS* ≥ 0.5 (MADQA's harness), which admits near-miss numbers: \"$10\" for "
                      "\"$18\" scores 0.67. Exact match is the strict reading; MADQA's headline is an LLM judge "
                      "(see judge.md).")
+        lines.append("")
+    if numeric:
+        lines.append(NUMERIC_NOTE)
         lines.append("")
     lines.append(f"Paired tests: with exact McNemar, p < 0.05 needs at least {result['min_discordant_for_p05']} "
                  "discordant questions, all one way; smaller differences cannot be told apart at this n.")
@@ -460,6 +471,11 @@ def render_markdown(result: dict) -> str:
     extra = []
     for r in rows:
         f = r.get("figures") or {}
+        if f.get("anls_on_numeric"):
+            a = f["anls_on_numeric"]
+            extra.append(f"- {r['label']}: of the {f['n']} numeric questions, ANLS* ≥ 0.5 accepted {a['accepted']}, "
+                         f"{a['accepted_wrong_number']} of them wrong numbers, and rejected "
+                         f"{a['rejected_right_number']} right number{'s' * (a['rejected_right_number'] != 1)}")
         if f.get("taxonomy"):
             extra.append(f"- {r['label']}: taxonomy " + ", ".join(f"{k.replace('_', ' ')} {v}"
                                                                    for k, v in f["taxonomy"].items() if v))
@@ -472,8 +488,9 @@ def render_markdown(result: dict) -> str:
         if f.get("mudabench_coverage"):
             cov = f["mudabench_coverage"]
             extra.append(f"- {r['label']}: intermediate-fact coverage over {cov.get('questions')} questions: " + ", ".join(
-                f"{unit} {cov.get(unit[:-1] + '_correct')}/{cov.get(unit[:-1] + '_total')}"
-                for unit in ("rows", "cells", "columns") if cov.get(unit[:-1] + "_total") is not None))
+                f"{unit} {_count(cov.get(unit[:-1] + '_correct'))}/{cov.get(unit[:-1] + '_total')}"
+                for unit in ("rows", "cells", "columns") if cov.get(unit[:-1] + "_total") is not None)
+                + " (the agent keeps no per-document records)" * (cov.get("records") is False))
     if extra:
         lines += ["## Per row", "", *extra, ""]
     lines += ["## Commands", ""]
@@ -483,6 +500,16 @@ def render_markdown(result: dict) -> str:
     for note in result["notes"]:
         lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+NUMERIC_NOTE = (
+    "Accuracy is the numeric scorer (engine/eval/metrics/numeric.py): the answer holds the gold number within 1 % "
+    "(currency, thousands separators, percents, scale words and the question's stated unit normalised), counted "
+    "on the questions whose gold answer is a number; Kuiper, the effort claim and the paired tests use it on the "
+    "same questions. ANLS* ≥ 0.5 (MADQA's harness) stands beside it over every question: on numbers it accepts "
+    "near-misses (\"11.5%\" for 1.9 %, \".70\" for 1.73) and rejects right ones (\"11,588\" for $11588.00), and "
+    "the per-row lines count both. Exact match, Page/Doc F1, the LLM judge and the taxonomy are over every "
+    "question, the taxonomy's \"correct\" by ANLS*.")
 
 
 def qguide_lines(q: dict) -> list[str]:

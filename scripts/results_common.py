@@ -353,16 +353,52 @@ def printed(value, digits: int = PRINTED_DECIMALS):
     return value
 
 
+NUMERIC = "numeric"  # the verdict of FinanceBench's tables: the number within 1 % (engine/eval/metrics/numeric.py)
+
+
+def scored(items, verdict: str) -> list:
+    """The items a verdict scores: all of them for ANLS* and MuDABench, those with a numeric gold for NUMERIC."""
+    return [i for i in items if getattr(i, verdict) is not None]
+
+
+def _headline_effort(items, verdict: str) -> dict:
+    """Kuiper, its bootstrap interval and permutation test, and the wasted-effort ratio on the headline verdict
+    (the report computes them on ANLS* >= 0.5 over every item), as score_row's evaluation does (1000, seed 0)."""
+    from engine.eval.metrics.kuiper import kuiper, kuiper_bootstrap_ci, kuiper_permutation_p, wasted_effort
+
+    efforts, right = [i.effort for i in items], [bool(getattr(i, verdict)) for i in items]
+    result = kuiper(efforts, right)
+    defined = result.statistic is not None
+    ci = kuiper_bootstrap_ci(efforts, right, 1000, 0.95, 0) if defined else None
+    return {"kuiper": result.statistic, "kuiper_ci": list(ci) if ci else None, "kuiper_undefined": result.reason,
+            "kuiper_p_value": kuiper_permutation_p(efforts, right, 1000, 0) if defined else None,
+            "wasted_effort_ratio": wasted_effort(efforts, right)["ratio"]}
+
+
 def row_figures(items, report: dict, verdict: str) -> dict:
+    """One row's figures. With NUMERIC, accuracy and Kuiper are over the questions whose gold is a number, and
+    ANLS* >= 0.5 over every question stands beside them ("anls"), with how the two disagree ("anls_on_numeric")."""
     from engine.eval.stats import wilson_interval
 
+    beside = {}
+    if verdict == NUMERIC:
+        anls_right = sum(1 for i in items if i.correct)
+        numeric = scored(items, verdict)
+        beside = {"anls": {"n": len(items), "correct": anls_right,
+                           "accuracy": _round(anls_right / len(items)) if items else None,
+                           "accuracy_ci": [_round(x) for x in wilson_interval(anls_right, len(items))]},
+                  "anls_on_numeric": {"accepted": sum(1 for i in numeric if i.correct),
+                                      "accepted_wrong_number": sum(1 for i in numeric if i.correct and not i.numeric),
+                                      "rejected_right_number": sum(1 for i in numeric if i.numeric and not i.correct)}}
+        report = report | _headline_effort(numeric, verdict)
+        items = numeric
     right = sum(1 for i in items if getattr(i, verdict))
     behaviour = report.get("behaviour") or {}
     first = ((report.get("steps") or {}).get("first_query") or {})
     taxonomy = (report.get("taxonomy") or {}).get("counts") or {}
     return {
         "n": len(items), "correct": right, "accuracy": _round(right / len(items)) if items else None,
-        "accuracy_ci": [_round(x) for x in wilson_interval(right, len(items))],
+        "accuracy_ci": [_round(x) for x in wilson_interval(right, len(items))], **beside,
         "exact_match": _round(report.get("exact_match")),
         "page_f1": _round(report.get("page_f1")), "doc_f1": _round(report.get("doc_f1")),
         "kuiper": _round(report.get("kuiper")), "kuiper_ci": [_round(x) for x in report["kuiper_ci"]]
@@ -410,15 +446,30 @@ def _num(x, digits=3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+VERDICT_TEXT = {"correct": "ANLS* ≥ 0.5", "mudabench": "MuDABench tolerance",
+                NUMERIC: "the number within 1 % (numeric, on the questions whose gold answer is a number)"}
+
+
+def accuracy_columns(verdict: str) -> str:
+    """The accuracy header cells of a table scored by `verdict` (with NUMERIC, ANLS* stands beside it)."""
+    if verdict == NUMERIC:
+        return "numeric accuracy (±1 %) [95 % Wilson] | ANLS* ≥ 0.5, every question [95 % Wilson] | "
+    return "accuracy [95 % Wilson] | "
+
+
 def figures_rows(result: dict) -> list[str]:
     """The table's body, one Markdown line per row (what --check prints and compares)."""
     out = []
     judged = "judge" in result
+    numeric = result.get("verdict") == NUMERIC
     for r in result["rows"]:
         f = r.get("figures")
         if not f:
-            out.append(f"| {r['label']} | {r['status']} |" + " |" * (9 + judged))
+            out.append(f"| {r['label']} | {r['status']} |" + " |" * (9 + judged + numeric))
             continue
+        a = f.get("anls")
+        anls = (f"{a['correct']}/{a['n']} = {_pct(a['accuracy'])}{_ci(a['accuracy_ci'])} | " if numeric and a else
+                "– | " if numeric else "")
         judge = ""
         if judged:
             j = f.get("judge") or {}
@@ -431,7 +482,7 @@ def figures_rows(result: dict) -> list[str]:
         kuiper = (f"{f['kuiper']:.2f}" + (f" [{f['kuiper_ci'][0]:.2f}, {f['kuiper_ci'][1]:.2f}]" if f["kuiper_ci"]
                                           else "") if f["kuiper"] is not None else "undefined")
         out.append(f"| {r['label']} | {f['correct']}/{f['n']} = {_pct(f['accuracy'])}{_ci(f['accuracy_ci'])} | "
-                   f"{judge}{_pct(f['exact_match'])} | {_num(f['page_f1'])} | {_num(f['doc_f1'])} | {kuiper} | {_num(f['searches_per_question'], 2)} | "
+                   f"{anls}{judge}{_pct(f['exact_match'])} | {_num(f['page_f1'])} | {_num(f['doc_f1'])} | {kuiper} | {_num(f['searches_per_question'], 2)} | "
                    f"{_pct(f['first_query_page_hit'])} | {test} | {r['wall_s']:.0f} s | {r['status']} |")
     return out
 
