@@ -18,7 +18,13 @@ one retry:
   mutual exclusivity   no two templates read the same, and no field is asked by two templates of
                        one document;
   metadata placement   every metadata field the plan selects on is in braces in at least one
-                       template, and every name in braces is a metadata field.
+                       template, and every name in braces is a metadata field. The paper's
+                       template rules state it, more strictly ("Metadata Placement", beside
+                       "Single Document Oriented" and "Semantic Mutual Exclusivity"): "all
+                       available metadata fields are placed by{} in at least one template,
+                       while all metadata fields must use naming consistent with the metadata
+                       field description when placed in templates"; Dossier asks it only of
+                       the fields a plan selects on.
 Dossier then executes the restrictions (tools.corpus.select_documents) and fills the templates.
 """
 

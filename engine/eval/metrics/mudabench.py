@@ -174,15 +174,22 @@ def tolerance_row_judge(question: str, row: dict, columns: dict, dialog: str) ->
     return [field for field, expected in columns.items() if _value_found(expected, dialog)]
 
 
-def coverage_for_question(question: str, rows: list[dict], dialogs: dict, judge: RowJudge) -> dict:
+def coverage_for_question(question: str, rows: list[dict], dialogs: dict | None, judge: RowJudge) -> dict:
     """Row, cell and column counts for one question.
 
     Args:
         question: the question text (passed to the judge).
         rows: the gold source rows, each with its "document".
-        dialogs: document id -> that document's dialog; a row whose document has none is all wrong.
+        dialogs: document id -> that document's dialog; a row whose document has none is all wrong. None: the
+            agent keeps no per-document records (rag, bm25), so coverage is not measured: the totals are
+            counted and every "_correct" is None ("–" in a table, not 0/N).
         judge: the row judge.
     """
+    if dialogs is None:
+        columns = [metric_columns(row) for row in rows]
+        return {"row_correct": None, "row_total": len(rows), "cell_correct": None,
+                "cell_total": sum(len(c) for c in columns), "column_correct": None,
+                "column_total": len({field for c in columns for field in c}), "records": False}
     row_correct = cell_correct = cell_total = 0
     column_stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # field -> [correct, total]
     for row in rows:
@@ -205,13 +212,21 @@ def coverage_for_question(question: str, rows: list[dict], dialogs: dict, judge:
 
 
 def combine_coverage(per_question: list[dict]) -> dict:
-    """Sum counts over questions (MuDABench's micro average) and turn them into accuracies."""
-    summed = {key: sum(q[key] for q in per_question) for key in
+    """Sum counts over questions (MuDABench's micro average) and turn them into accuracies.
+
+    When no question has records (`coverage_for_question` with dialogs None), every "_correct" and
+    "_accuracy" is None and "records" is False: an agent that keeps no records has no coverage to report.
+    A question without records in a run that keeps them elsewhere counts as all wrong.
+    """
+    kept = any(q.get("records", True) for q in per_question)
+    summed = {key: sum(q[key] or 0 for q in per_question) if kept or key.endswith("_total") else None for key in
               ("row_correct", "row_total", "cell_correct", "cell_total", "column_correct", "column_total")}
     for level in ("row", "cell", "column"):
         total = summed[f"{level}_total"]
-        summed[f"{level}_accuracy"] = summed[f"{level}_correct"] / total if total else None
+        summed[f"{level}_accuracy"] = summed[f"{level}_correct"] / total if total and kept else None
     summed["questions"] = len(per_question)
+    if not kept:
+        summed["records"] = False
     return summed
 
 
