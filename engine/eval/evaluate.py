@@ -107,7 +107,9 @@ def _coverage(questions: list[Question], predictions: dict[str, Prediction | Non
             raise DossierError(f"question {question.id!r}: 'source_rows' must be a list of objects")
         prediction = predictions.get(question.id)
         dialogs = prediction.extra.get("document_dialogs") if prediction is not None else None
-        per_question.append(coverage_for_question(question.question, rows, dialogs if isinstance(dialogs, dict) else {},
+        # no "document_dialogs" at all (rag, bm25): the agent keeps no per-document records, so coverage is not
+        # measured ("–"), rather than every fact counted wrong (issue 50 item 5)
+        per_question.append(coverage_for_question(question.question, rows, dialogs if isinstance(dialogs, dict) else None,
                                                   judge))
     return combine_coverage(per_question) if per_question else None
 

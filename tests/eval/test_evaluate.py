@@ -94,6 +94,21 @@ def test_trajectories_and_coverage_sections():
     assert report["mudabench_accuracy"] == pytest.approx(3 / 6)  # q1, q4 and m1 (12.38 ~ 12.3)
 
 
+def test_coverage_of_an_agent_without_records_is_a_dash_in_every_report(tmp_path):
+    """rag and bm25 write no document_dialogs: their MuDABench coverage is not measured ("–"), not 0 of every
+    fact (issue 50 item 5); evaluate used to pass {} for them, which scores every row wrong."""
+    from engine.eval.reports.terminal import terminal_lines
+
+    gold = GOLD + [q("m1", "12.3", [("d1", 1)], source_rows=[{"document": "d1", "values": {"revenue": 12.34}}])]
+    report = evaluate(gold, PREDICTIONS + [p({"id": "m1", "answer": "12.38"})], config=EvalConfig(bootstrap=0)).report
+    coverage = report["mudabench_coverage"]
+    assert coverage["row_correct"] is None and coverage["row_total"] == 1 and coverage["records"] is False
+    write_reports(tmp_path, report, [])
+    assert "| row | — | – / 1 |" in (tmp_path / "report.md").read_text()
+    assert "– / 1" in (tmp_path / "report.html").read_text()
+    assert any("row — (–/1)" in line for line in terminal_lines(report))
+
+
 def test_reports_are_written_and_items_round_trip(tmp_path):
     result = evaluate(GOLD, PREDICTIONS, config=EvalConfig(bootstrap=100))
     files = write_reports(tmp_path, result.report, result.items)

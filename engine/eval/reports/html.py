@@ -17,7 +17,7 @@ from html import escape
 
 from engine.eval.reports.analyses import effort_rows, guess_rows, recovery_rows, spearman_rows
 from engine.eval.reports.markdown import breakdown_rows, headline_rows, stage_rows, taxonomy_rows
-from engine.eval.reports.numbers import num, pct
+from engine.eval.reports.numbers import count, num, pct
 from engine.eval.reports.svg import bar_chart, line_chart
 
 __all__ = ["render_html", "PLOT_IDS", "CLOSED_BOOK_PLOT_IDS"]
@@ -184,7 +184,7 @@ def render_html(report: dict, title: str = "Dossier evaluation") -> str:
     if coverage:
         parts += ["<h2>MuDABench intermediate-fact coverage</h2>", _table(
             ["level", "accuracy", "correct / total"],
-            [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
+            [[level, pct(coverage[f"{level}_accuracy"]), f"{count(coverage[f'{level}_correct'])} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])]
     if report.get("workflow_stages"):
         parts += ["<h2>Workflow stage taxonomy</h2>",

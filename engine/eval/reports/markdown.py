@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.eval.analyses.human import condition_note
 from engine.eval.reports.analyses import analyses_markdown
-from engine.eval.reports.numbers import ci_text, num, pct
+from engine.eval.reports.numbers import ci_text, count, num, pct
 from engine.eval.scorers import Scorer, registered_scorers
 
 __all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows"]
@@ -143,7 +143,7 @@ def render_markdown(report: dict) -> str:
                   f"Final answer scored by: {scoring.get('final_answer', 'rule-based tolerance')}. "
                   f"Coverage scored by: {scoring.get('coverage', 'rule-based tolerance')}.", ""] + _table(
             ["level", "accuracy", "correct / total"],
-            [[level, pct(coverage[f"{level}_accuracy"]), f"{coverage[f'{level}_correct']} / {coverage[f'{level}_total']}"]
+            [[level, pct(coverage[f"{level}_accuracy"]), f"{count(coverage[f'{level}_correct'])} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])
     if report.get("workflow_stages"):
         stages = report["workflow_stages"]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["pct", "num", "ci_text"]
+__all__ = ["pct", "num", "ci_text", "count"]
 
 
 def pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def count(value: int | None) -> str:
+    """A count, or "–" where it was not measured (MuDABench coverage of an agent that keeps no records)."""
+    return "–" if value is None else str(value)
 
 
 def num(value: float | None, digits: int = 3) -> str:

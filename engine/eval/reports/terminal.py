@@ -10,7 +10,7 @@ from __future__ import annotations
 from engine.eval.analyses.human import behaviour_text
 from engine.eval.reports.analyses import analyses_lines
 from engine.eval.reports.markdown import headline_rows
-from engine.eval.reports.numbers import pct
+from engine.eval.reports.numbers import count, pct
 from engine.eval.reports.qguide import qguide_lines
 
 __all__ = ["terminal_lines", "row_lines"]
@@ -65,7 +65,7 @@ def terminal_lines(report: dict) -> list[str]:
     coverage = report.get("mudabench_coverage")
     if coverage:
         lines.append("MuDABench fact coverage: " + " · ".join(
-            f"{level} {pct(coverage[f'{level}_accuracy'])} ({coverage[f'{level}_correct']}/{coverage[f'{level}_total']})"
+            f"{level} {pct(coverage[f'{level}_accuracy'])} ({count(coverage[f'{level}_correct'])}/{coverage[f'{level}_total']})"
             for level in ("cell", "row", "column")))
         scoring = report.get("mudabench_scoring") or {}
         lines.append(f"MuDABench scored by: final answer {scoring.get('final_answer')}; coverage "
