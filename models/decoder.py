@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.base import AttentionFn
+from models.batch_invariant import row_tiles
 from models.rotary import RopeSpec, Rotary
 
 __all__ = ["DecoderLayer", "DecoderSpec", "LayerSpec", "RMSNorm", "layer_windows", "text_decoder"]
@@ -111,13 +112,16 @@ class DecoderLayer(nn.Module):
         self.mlp_out_norm = norm(hidden) if spec.out_norms else None
         # sdpa scales by head_dim ** -0.5; another scale is folded into q
         self.q_scale = None if spec.attention_scale is None else spec.attention_scale * head_dim**0.5
+        # Batch-invariant mode (models/batch_invariant.py): rows per call of the row-wise work; None runs each
+        # step's rows in one call.
+        self.row_tile: int | None = None
 
     def forward(self, x: torch.Tensor, cos_sin: tuple[torch.Tensor, torch.Tensor], rotary: Rotary,
                 attention: AttentionFn) -> torch.Tensor:
         spec, tokens = self.spec, x.shape[0]
         heads, kv_heads, head_dim = spec.heads, spec.kv_heads, spec.head_dim
         cos, sin = cos_sin  # (tokens, 1, rotary_dim)
-        qkv = self.qkv_proj(self.attn_norm(x))  # (tokens, (heads + 2 kv_heads) * head_dim)
+        qkv = self._rows(self._qkv, x)  # (tokens, (heads + 2 kv_heads) * head_dim)
         if self.q_norm is None:
             qk, v = qkv.split([(heads + kv_heads) * head_dim, kv_heads * head_dim], -1)
             qk = rotary.rotate(qk.view(tokens, heads + kv_heads, head_dim), cos, sin)  # q and k in one op
@@ -129,14 +133,23 @@ class DecoderLayer(nn.Module):
         if self.q_scale is not None:
             q = q * self.q_scale
         attended = attention(self.index, q, k, v.view(tokens, kv_heads, head_dim), window=self.window)
-        out = self.o_proj(attended.reshape(tokens, heads * head_dim))
-        if self.attn_out_norm is not None:
-            out = self.attn_out_norm(out)
-        x = x + out
+        x = x + self._rows(self._attention_out, attended.reshape(tokens, heads * head_dim))
+        return x + self._rows(self._mlp_block, x)
+
+    def _rows(self, fn, x: torch.Tensor) -> torch.Tensor:
+        """fn over the rows of x: in one call, or in tiles of `row_tile` rows (batch-invariant mode)."""
+        return fn(x) if self.row_tile is None else row_tiles(x, fn, self.row_tile)
+
+    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
+        return self.qkv_proj(self.attn_norm(x))
+
+    def _attention_out(self, attended: torch.Tensor) -> torch.Tensor:
+        out = self.o_proj(attended)
+        return out if self.attn_out_norm is None else self.attn_out_norm(out)
+
+    def _mlp_block(self, x: torch.Tensor) -> torch.Tensor:
         out = self.mlp(self.mlp_norm(x))
-        if self.mlp_out_norm is not None:
-            out = self.mlp_out_norm(out)
-        return x + out
+        return out if self.mlp_out_norm is None else self.mlp_out_norm(out)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         """The gated MLP; without autograd a SiLU gate runs in place (no (tokens, intermediate) copies: same bits)."""

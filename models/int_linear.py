@@ -135,9 +135,37 @@ class Int8DynamicLinear(nn.Module):
         self._packed = torch.ops.quantized.linear_prepack(codes, None)  # a torch script object, not a buffer
         self._wide = _prepack_onednn(codes) if (amx_int8() if wide is None else wide) else None
         self.weight_bytes = codes.numel() * (1 if self._wide is None else 2) + scale.numel() * 4
+        self._exact: tuple[torch.Tensor, torch.Tensor] | None = None  # batch-invariant mode: see `set_exact`
+
+    def set_exact(self, on: bool) -> None:
+        """Batch-invariant mode on or off: per-row activation scales, int8 x int8 summed exactly in int32.
+
+        FBGEMM quantises all rows of a call with one range, so a row's codes depend on the rows beside it
+        (after the per-row normalisation below, on whether any other row's peak is negative). Here each row
+        is rounded to int8 with its own scale (peak / 127, symmetric), `torch._int_mm` sums the products in
+        int32, which is exact whatever the order, and the scales multiply back elementwise: a row's bits
+        depend only on the row. It keeps a third copy of the int8 weights, (K, N) for `_int_mm`.
+        """
+        if not on:
+            self._exact = None
+            return
+        if self._exact is None:
+            codes, _ = torch.ops.quantized.linear_unpack(self._packed)  # (N, K) qint8 per output channel
+            self._exact = (codes.int_repr().t().contiguous(),  # (K, N) int8
+                           codes.q_per_channel_scales().float())  # (N,)
+
+    def _exact_forward(self, rows: torch.Tensor) -> torch.Tensor:
+        """rows (M, K) float32 -> (M, N) float32 through per-row int8 codes and exact int32 sums."""
+        codes_t, weight_scale = self._exact
+        row_scale = rows.abs().amax(dim=-1, keepdim=True).clamp(min=1e-6) / 127  # (M, 1)
+        row_codes = torch.round(rows / row_scale).to(torch.int8)  # (M, K), |code| <= 127
+        y = torch._int_mm(row_codes, codes_t).float().mul_(row_scale).mul_(weight_scale)  # (M, N)
+        return y if self.bias is None else y.add_(self.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()  # (M, K)
+        if self._exact is not None:
+            return self._exact_forward(rows).to(x.dtype).reshape(*x.shape[:-1], self.out_features)
         # The kernel quantises all rows with one scale; dividing each row by its own peak first gives every token
         # the full int8 range (y is linear in x, so the row's scale multiplies back out). SmolLM2's top-1 agreement
         # with float32: 0.54 with one scale per call, 0.885 with one per row (its channel outliers remain).

@@ -7,6 +7,13 @@
 - Prefill chunks: one SDPA call each, with a causal mask aligned to the end of the chunk's context
   when it continues cached tokens (built on the host once per step; a CPU path only).
 - `window` (sliding-window layers): the masks also hide keys `window` or more positions back.
+
+`InvariantNumbaBackend` (the batch-invariant mode, `EngineConfig.deterministic`) runs every query
+row, prefill or decode, through the one numba decode kernel, as if it were a decode token at its own
+position: a row's scores, softmax and weighted sum go over keys 0..position in one fixed order and
+depend only on its query and its sequence's cache, never on the chunking, the step's other rows or
+whether the prefix came from the cache. Prefill pays for it: the kernel reads the keys once per
+query row instead of once per chunk.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import torch.nn.functional as F
 from engine.core.attention import AttentionBackend, AttentionMetadata, PrefillSpan, _common
 from engine.core.step_layout import StepLayout
 
-__all__ = ["NumbaBackend", "SdpaBackend"]
+__all__ = ["InvariantNumbaBackend", "NumbaBackend", "SdpaBackend"]
 
 
 class SdpaBackend(AttentionBackend):
@@ -129,6 +136,33 @@ class NumbaBackend(SdpaBackend):
         kv_heads, head_dim = k_cache.shape[2:]
         grouped = queries.reshape(batch, kv_heads, -1, head_dim).contiguous()  # grouped per KV head
         return paged_decode_torch(grouped, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens, window)
+
+
+class InvariantNumbaBackend(NumbaBackend):
+    """Every query row through the numba decode kernel over keys 0..its position (batch-invariant)."""
+
+    name = "numba"
+
+    def arrays(self, layout: StepLayout) -> dict[str, np.ndarray]:
+        q_lens = np.diff(layout.cu_seqlens_q)
+        seq_of_row = np.repeat(np.arange(layout.num_seqs), q_lens)  # (tokens,)
+        offset = np.arange(layout.num_tokens) - layout.cu_seqlens_q[:-1][seq_of_row]  # row within its chunk
+        lens = (layout.context_lens - q_lens)[seq_of_row] + offset + 1  # keys each row sees (causal)
+        width = int(-(-layout.max_context_len // self.block_size))
+        return {"decode_rows": np.arange(layout.num_tokens, dtype=np.int64),
+                "decode_block_tables": np.ascontiguousarray(layout.block_tables[seq_of_row, :width], dtype=np.int64),
+                "decode_lens": lens.astype(np.int64)}
+
+    def metadata(self, tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
+        meta = _common(tensors, layout)
+        meta.decode_rows = tensors["decode_rows"]
+        meta.decode_block_tables = tensors["decode_block_tables"]
+        meta.decode_lens = tensors["decode_lens"]
+        meta.all_decode = True  # every row is attended as a decode row, in row order
+        return meta
+
+    def graph_metadata(self, static, batch: int, max_context: int, workspace) -> AttentionMetadata:
+        raise AssertionError("the batch-invariant backend runs on the CPU, without CUDA graphs")
 
 
 _FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # (output, logsumexp)

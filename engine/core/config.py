@@ -70,6 +70,11 @@ class EngineConfig:
     lora: str | None = None
     # Seed for requests that do not give their own (sampling with temperature > 0).
     seed: int = 0
+    # Batch-invariant inference (CPU): a sequence's logits depend only on its own tokens, never on what else shares
+    # the step, how its prefill was chunked, whether its prefix came from the cache or a run was resumed. Fixed row
+    # tiles for the row-wise work, every query row through one attention kernel, per-row int8 scales, a fixed
+    # thread count. Slower (docs/determinism.md); ignored with a warning on a GPU.
+    deterministic: bool = False
     # Vision-language models: smallest and largest image area after resizing, in pixels
     # (qwen-vl-utils' min_pixels / max_pixels); None takes the model folder's, else the family's.
     image_min_pixels: int | None = None

@@ -33,7 +33,7 @@ from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
 from engine.core.structured import GrammarCache
-from engine.core.threads import ThreadGovernor
+from engine.core.threads import ThreadGovernor, available_cores
 from models.base import ModelAdapter, Segment
 from tools.errors import DossierError
 
@@ -56,7 +56,9 @@ class Engine:
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         self.scheduler = Scheduler(self.config, self.block_manager)
         on_cpu = self.runner.device.type == "cpu"
-        self.threads = ThreadGovernor(self.config.cpu_threads) if on_cpu else None
+        # the batch-invariant mode fixes the thread count: some matmuls' bits differ between 1 and 2 threads
+        fixed_threads = self.config.cpu_threads or (available_cores() if self.runner.deterministic else None)
+        self.threads = ThreadGovernor(fixed_threads) if on_cpu else None
         self.counters = Counters()
         self._lock = FairRLock()  # first come, first served: a submit waits one step, not several
         self._session_ids = itertools.count()

@@ -9,6 +9,11 @@ and sends what the backend needs in one copy. Logits are computed only for the r
 
 The cache holds one block more than the block manager hands out: a scratch block that padding
 rows of a CUDA-graph batch write to and read from, so they never touch a real sequence's KV.
+
+`EngineConfig.deterministic` (CPU): the batch-invariant mode. The adapter's row-wise work runs in
+fixed tiles (models/batch_invariant.py), attention through `InvariantNumbaBackend`, and the logits
+in tiles too, so a sequence's logits depend only on its own tokens. On a GPU the mode is not built
+yet: the runner warns and runs as usual (`deterministic` is then False).
 """
 
 import logging
@@ -23,6 +28,8 @@ from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory, byt
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
 from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem
+from models.batch_invariant import ROW_TILE, row_tiles, set_batch_invariant
+from tools.errors import DossierError, missing_dependency
 
 __all__ = ["ModelRunner", "kv_blocks_for_budget"]
 
@@ -53,6 +60,14 @@ class ModelRunner:
         self.device = next(adapter.parameters()).device
         self.dtype = adapter.dtype
         self.block_size = config.block_size
+        self.deterministic = config.deterministic and self.device.type == "cpu"
+        if config.deterministic and not self.deterministic:
+            log.warning("deterministic (batch-invariant) inference is built for the CPU only so far; on %s the "
+                        "logits may depend on batching (run.json records deterministic: false)", self.device.type)
+        self.row_tile = ROW_TILE if self.deterministic else None
+        set_batch_invariant(adapter, self.row_tile)
+        if backend is None and self.deterministic:
+            backend = _invariant_backend(config, shape, self.device, self.dtype)
         if backend is None:
             name = resolve_backend(config.attention_backend, self.device.type, config.block_size, self.dtype)
             backend = make_backend(name, shape, config.block_size, self.device, self.dtype)
@@ -153,6 +168,8 @@ class ModelRunner:
     def forward_layout(self, layout: StepLayout, pending: list[MultimodalItem] = ()) -> torch.Tensor:
         """The eager step: prepare, the adapter's forward, logits of the sampled rows (float32)."""
         tensors, meta, batch = self.prepare(layout)
+        if getattr(self.adapter, "batch_invariant_tile", None) != self.row_tile:  # another engine shares the adapter
+            set_batch_invariant(self.adapter, self.row_tile)
         if batch.mm_chunks:
             self.encoder.fill(batch.mm_chunks, list(pending))
         hidden = self.adapter.forward(batch, PagedAttention(self.k_cache, self.v_cache, meta, self.attention))
@@ -160,7 +177,28 @@ class ModelRunner:
             return torch.empty(0, self.adapter.shape.vocab_size)
         if not layout.samples_every_row:
             hidden = hidden[tensors["sample_rows"]]
+        if self.deterministic:
+            return row_tiles(hidden, self.adapter.compute_logits, ROW_TILE).float()
         return self.adapter.compute_logits(hidden).float()
+
+
+def _invariant_backend(config: EngineConfig, shape: ModelShape, device: torch.device,
+                       dtype: torch.dtype) -> AttentionBackend:
+    """The batch-invariant CPU attention: every query row through the numba kernel (float32 or bfloat16)."""
+    import importlib.util
+
+    from engine.core.attention_cpu import InvariantNumbaBackend
+
+    if config.attention_backend not in ("auto", "numba"):
+        raise DossierError(f"deterministic inference attends through the numba kernel; attention_backend "
+                           f"{config.attention_backend!r} cannot be batch-invariant (use 'auto', or turn "
+                           f"--no-deterministic)")
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise DossierError(f"deterministic inference runs in float32 or bfloat16 on the CPU (got {dtype}); pass "
+                           f"--dtype float32, or --no-deterministic")
+    if importlib.util.find_spec("numba") is None:
+        raise missing_dependency("numba", "pip install numba")
+    return InvariantNumbaBackend(shape, config.block_size, device, dtype)
 
 
 def _pending_items(chunks: list[Chunk]) -> list[MultimodalItem]:
