@@ -36,6 +36,7 @@ EXCEPTIONS = {
         "retrieval-eval": "where BM25 is scored, as in search",
     },
     "--dtype": {"bench maxsim": "the page vectors' storage, not a model's dtype"},
+    "--deterministic": {"serve": "off: a server trades batch invariance for speed unless asked (docs/determinism.md)"},
     "--model": {"retrieval-eval": "optional: without it no model writes the first queries"},
     "--k": {"bench serve": "3 pages: the documented workload"},
     "--max-iterations": {"bench serve": "4 turns: the documented workload"},

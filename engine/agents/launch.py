@@ -36,7 +36,10 @@ def run_metadata(settings, model: str, questions: Path, corpus: Path | None, eng
     return {"agent": settings.agent, "model": model, "adapter": engine_config.get("lora"),
             "questions": str(questions.resolve()),
             "corpus": str(corpus.resolve()) if corpus else None, "settings": settings.to_json(),
-            "seed": settings.seed, "engine": engine_config, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "seed": settings.seed, "engine": engine_config,
+            # batch-invariant inference (docs/determinism.md) as asked; an agent run on one engine records what ran
+            "deterministic": bool(engine_config.get("deterministic", False)),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "dossier_version": version("dossier")}
 
 
@@ -115,6 +118,7 @@ def _start_run(spec: RunSpec, live: LiveProgress | None, echo: Callable[[str], N
     if hasattr(engine, "pool_line"):
         echo(engine.pool_line())  # how much conversation the pool holds, and where its size came from
     meta["observe"] = settings.observe  # what "auto" became for this model
+    meta["deterministic"] = bool(getattr(getattr(engine, "runner", None), "deterministic", False))  # False on a GPU
     write_run_json(spec.out, meta)
     progress = progress_callback(live, len(items))
     summary = RolloutRunner(backend, settings, env, spec.out, spec.concurrency, progress=progress).run(items)

@@ -41,6 +41,10 @@ def _run_options(
     dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
     threads: ThreadsOpt = THREADS,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic/--no-deterministic",
+        help="Batch-invariant inference (CPU): an episode's answers do not depend on --concurrency, chunking, the "
+             "prefix cache or a resume, at a cost in speed (docs/determinism.md); recorded in run.json.")] = True,
     ray: Annotated[str | None, typer.Option(help="Run on a Ray cluster: 'local' starts one on this machine, 'auto' joins "
                                                  "the one `ray start --head` made here, or HOST:PORT of its head. "
                                                  "Needs: " + pip_extra("ray") + ".")] = None,
@@ -115,7 +119,7 @@ def run_cmd(**options) -> None:
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=base["gpu_memory_utilization"],
                          max_model_len=base["max_model_len"],
                          device=device, dtype=dtype, quantization=quantization,
-                         cpu_threads=parse_threads(threads))
+                         cpu_threads=parse_threads(threads), deterministic=base["deterministic"])
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())
     elif settings_kwargs.get("adapter_turns", "all") != "all":

@@ -37,6 +37,10 @@ def serve(
     attention: AttentionOpt = ATTENTION,
     quantization: QuantizationOpt = None,
     threads: ThreadsOpt = THREADS,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic/--no-deterministic",
+        help="Batch-invariant inference (CPU): a request's logits do not depend on what else the server batches with "
+             "it, at a cost in speed (docs/determinism.md). Off by default for serving.")] = False,
     max_request_mib: Annotated[float, typer.Option(help="Largest request body, MiB (base64 images count).")] = 32.0,
     allowed_origin: Annotated[
         list[str] | None,
@@ -119,7 +123,8 @@ def serve(
                          max_num_batched_tokens=max_batched_tokens, device=device,
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
                          cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout,
-                         grammar_new_per_s=grammar_rate, grammar_new_burst=grammar_burst)
+                         grammar_new_per_s=grammar_rate, grammar_new_burst=grammar_burst,
+                         deterministic=deterministic)
     engine_config = EngineConfig(**engine_kwargs)  # built once; bad engine options fail before anything loads
     if ray is not None:
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_config, served_model_name, host, port,
