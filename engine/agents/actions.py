@@ -39,6 +39,7 @@ class Turn:
     allow_search: bool  # False: the model must answer (the BM25 agent's schema admits only the answer tool)
     schema: dict | None = None  # the JSON schema this turn's output must match; None: the backend's tool-call schema
     max_new_tokens: int | None = None  # tokens this turn may generate; None: the run's setting
+    temperature: float | None = None  # this call's sampling temperature (seeded per turn); None: the run's setting
 
 
 @dataclass(slots=True)

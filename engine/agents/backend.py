@@ -87,7 +87,8 @@ class EngineBackend:
         from engine.core.sampling_params import SamplingParams
 
         schema = turn.schema if turn.schema is not None else (self.schemas[turn.allow_search] if self.schemas else None)
-        params = SamplingParams(temperature=self.temperature, seed=seed, json_schema=schema,
+        temperature = self.temperature if turn.temperature is None else turn.temperature  # a retry may sample
+        params = SamplingParams(temperature=temperature, seed=seed, json_schema=schema,
                                 max_new_tokens=turn.max_new_tokens or self.max_new_tokens)
         return self.engine.submit(session, params)
 

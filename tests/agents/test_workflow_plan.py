@@ -94,6 +94,30 @@ def test_a_broken_rule_is_shown_on_the_retry_then_the_question_is_unknown_at_pla
     retry = trajs["w1"]["steps"][1]["input_delta"]
     assert retry.startswith("<user> That plan failed: template 1 reads the same for alder-ar-2023 and birch-ar-2023")
     assert backend.opened == 1  # no document was read
+    # the retry samples (seeded by the runner), so it is not a greedy copy of the rejected plan (issue 50 item 5)
+    from engine.agents.workflow.episode import RETRY_TEMPERATURE
+
+    temperatures = [turn.temperature for qid, turn in backend.submitted if qid == "w1"]
+    assert temperatures == [None, RETRY_TEMPERATURE] and RETRY_TEMPERATURE > 0
+
+
+def test_a_turns_own_temperature_reaches_the_engine_seeded():
+    """EngineBackend samples a turn at its own temperature (the run's otherwise), with the runner's seed."""
+    from engine.agents.actions import Turn
+    from engine.agents.backend import EngineBackend
+
+    class Engine:
+        processor = None
+        max_context = 4096
+        params = []
+
+        def submit(self, session, params):
+            self.params.append(params)
+
+    backend = EngineBackend(Engine(), max_new_tokens=64, structured=False, temperature=0.0)
+    backend.submit(object(), Turn([("user", "plan")], allow_search=False), seed=11)
+    backend.submit(object(), Turn([("user", "again")], allow_search=False, temperature=0.7), seed=12)
+    assert [(p.temperature, p.seed) for p in Engine.params] == [(0.0, 11), (0.7, 12)]
 
 
 def test_two_templates_fill_one_record_per_document_with_a_number_and_a_category(tmp_path, corpus):

@@ -46,6 +46,7 @@ from tools.errors import DossierError
 __all__ = ["WorkflowEpisode", "UNKNOWN", "CODE_TOKENS", "ANSWER_TOKENS", "NO_METADATA"]
 
 UNKNOWN = "Unknown"
+RETRY_TEMPERATURE = 0.7  # a failed stage's one retry samples (seeded), so it is not a greedy copy of what failed
 CODE_TOKENS = 256  # a short program over the records
 ANSWER_TOKENS = 96  # the final answer: a number, a name or a short list, as JSON
 MAX_CODE_CHARS = 700
@@ -106,10 +107,10 @@ class WorkflowEpisode:
                                                                        TARGET_UNITS))],
                           plan_schema(self.schema), PLAN_TOKENS)
 
-    def _turn(self, messages, schema: dict | None, max_new_tokens: int) -> Turn:
+    def _turn(self, messages, schema: dict | None, max_new_tokens: int, temperature: float | None = None) -> Turn:
         self._input_delta = "\n\n".join(f"<{role}> {content}" for role, content in messages)
         return Turn(messages, allow_search=False, schema=schema if self.settings.structured else None,
-                    max_new_tokens=max_new_tokens)
+                    max_new_tokens=max_new_tokens, temperature=temperature)
 
     def _step(self, raw: str, tokens: dict, model_s: float, name: str) -> dict:
         step = {"step": self.iterations + 1, "stage": name, "input_delta": self._input_delta, "raw_output": raw,
@@ -251,12 +252,15 @@ class WorkflowEpisode:
 
     # --- failure and retries ---------------------------------------------------------------------------
     def _retry(self, stage: str, error: str, schema: dict, max_new_tokens: int):
-        """The stage's turn once more with the error shown; the second failure gives up."""
+        """The stage's turn once more with the error shown, sampled at RETRY_TEMPERATURE (seeded by the runner,
+        so a run repeats); the second failure gives up. Greedy, the planning retry was byte-identical to the
+        rejected plan in 8 of 11 retries of mudabench-sample (issue 50): the message alone rarely moved it."""
         if stage in self.retried:
             return self._give_up(stage, error)
         self.retried.add(stage)
         what = {"planning": "plan", "code": "program", "answer": "answer"}[stage]
-        return self._turn([("user", retry_note(what, error))], schema, max_new_tokens)
+        return self._turn([("user", retry_note(what, error))], schema, max_new_tokens,
+                          temperature=max(RETRY_TEMPERATURE, self.settings.temperature))
 
     def _give_up(self, stage: str, reason: str) -> Done:
         self.failure = {"stage": stage, "reason": reason}
