@@ -3,7 +3,7 @@
     from engine.eval import EvalConfig, evaluate, load_inputs
     inputs = load_inputs("runs/bm25")            # a run directory, or predictions + gold
     result = evaluate(inputs.questions, inputs.predictions, inputs.episodes, EvalConfig())
-    result.report["accuracy"], result.report["kuiper"]
+    result.report["accuracy"], result.typed.summary.kuiper   # the report.json dict, or typed (engine/eval/report.py)
 
 The report's keys are documented in docs/cli.md ("dossier eval"); registered scorers and sections
 (engine/eval/scorers.py, engine/eval/sections.py) add theirs. Nothing here loads a model
@@ -26,14 +26,13 @@ from engine.eval.matching import GoldIndex, match_records
 from engine.eval.metrics.mudabench import (TOLERANCE_SCORER, combine_coverage, coverage_for_question, rows_from_metadata,
                                           tolerance_row_judge)
 from engine.eval.analyses.steps import accuracy_at_budgets, first_query_hits, query_drift
+from engine.eval.report import REPORT_VERSION, JudgeBlock, Report
 from engine.eval.summary import breakdowns, summarize
 from engine.eval.trajectories import Episode
 from engine.eval.sections import SectionInputs, declared_analyses, registered_sections
 from tools.errors import DossierError
 
 __all__ = ["EvalConfig", "EvalResult", "evaluate"]
-
-REPORT_VERSION = 1
 
 
 @dataclass(slots=True)
@@ -62,10 +61,19 @@ class EvalConfig:
 
 @dataclass(slots=True)
 class EvalResult:
-    """The report (JSON-ready dict) and the per-item results it was computed from."""
+    """The report and the per-item results it was computed from.
 
-    report: dict
+    `report` stays the JSON-ready dict (report.json) that callers add to and write; `typed` reads it as a
+    `Report`, so a caller's additions (record_provenance's judge and inputs) are always in it.
+    """
+
+    report: dict  # Report.to_dict(): the report.json keys, in order
     items: list[ItemResult]
+
+    @property
+    def typed(self) -> Report:
+        """The report as a typed `Report` (engine/eval/report.py)."""
+        return Report.from_dict(self.report)
 
 
 def _episodes_by_id(questions: list[Question], episodes: list[Episode], index: GoldIndex) -> tuple[dict, int]:
@@ -151,47 +159,48 @@ def evaluate(
                                                                     item.answer))
     predicted = {q.id: p for q, p in matched.pairs}
     by_episode = _episodes_by_id(questions, episodes, index) if episodes is not None else ({}, 0)
-    report = {"report_version": REPORT_VERSION}
-    report.update(summarize(items, config.calibration, config.bootstrap, config.seed, config.level, detailed=True))
-    report.update({
-        "n_predictions": len(predictions),
-        "missing_predictions": matched.missing,
-        "unmatched_predictions": len(matched.unmatched),
-        "unmatched_prediction_ids": [p.id if p.id is not None else p.question[:80] for p in matched.unmatched[:20]],
-        "duplicate_predictions": len(matched.duplicates),
-        "matched_by_text": matched.matched_by_text,
-        "skipped_lines": len(errors or []),
-        "skipped_line_reasons": [str(e) for e in (errors or [])[:50]],
-        "judge": {"used": config.judge is not None, "q0": config.calibration.q0, "q1": config.calibration.q1,
-                  "m0": config.calibration.m0, "m1": config.calibration.m1},
-        "breakdowns": breakdowns(items, config.calibration, config.level),
-        "steps": None if episodes is None else _trajectory_metrics(questions, episodes, items, scorer, *by_episode,
-                                                                   config.embedder),
-        "behaviour": behaviour_summary(items, predicted, by_episode[0] if episodes is not None else None, config.level),
-        "mudabench_coverage": _coverage(questions, predicted,
-                                        config.coverage_judge or tolerance_row_judge),
-        "mudabench_scoring": {  # which scorer produced the MuDABench figures
+    report = Report(
+        report_version=REPORT_VERSION,
+        summary=summarize(items, config.calibration, config.bootstrap, config.seed, config.level, detailed=True),
+        n_predictions=len(predictions),
+        missing_predictions=matched.missing,
+        unmatched_predictions=len(matched.unmatched),
+        unmatched_prediction_ids=[p.id if p.id is not None else p.question[:80] for p in matched.unmatched[:20]],
+        duplicate_predictions=len(matched.duplicates),
+        matched_by_text=matched.matched_by_text,
+        skipped_lines=len(errors or []),
+        skipped_line_reasons=[str(e) for e in (errors or [])[:50]],
+        judge=JudgeBlock(used=config.judge is not None, q0=config.calibration.q0, q1=config.calibration.q1,
+                         m0=config.calibration.m0, m1=config.calibration.m1),
+        breakdowns=breakdowns(items, config.calibration, config.level),
+        steps=None if episodes is None else _trajectory_metrics(questions, episodes, items, scorer, *by_episode,
+                                                                config.embedder),
+        behaviour=behaviour_summary(items, predicted, by_episode[0] if episodes is not None else None, config.level),
+        mudabench_coverage=_coverage(questions, predicted, config.coverage_judge or tolerance_row_judge),
+        mudabench_scoring={  # which scorer produced the MuDABench figures
             "final_answer": getattr(config.mudabench_judge, "label", "LLM judge") if config.mudabench_judge
             else TOLERANCE_SCORER,
             "coverage": getattr(config.coverage_judge, "label", "LLM row judge") if config.coverage_judge
             else TOLERANCE_SCORER},
-    })
+        sections={},
+        effort_measures=None,
+    )
     declared = declared_analyses(config.agent or _agent_of(predictions))  # what the run's agent asks for
     inputs = SectionInputs(matched.pairs, items, by_episode[0] if episodes is not None else None, config.level)
     sections = registered_sections()  # engine/eval/sections.py: those every run may have, then agent-declared ones
     for section in sections:
         if not section.declared:
-            report[section.name] = section.run(inputs)
+            report.sections[section.name] = section.run(inputs)
     # MADQA Appendix F.4: Kuiper under tokens and time as well as steps (engine/eval/analyses/effort.py)
     # (a trajectory's "child_tokens" add its children's model calls to the token measures)
-    report["effort_measures"] = effort_measures([(measures_of(item.effort, predicted.get(item.id),
-                                                              by_episode[0].get(item.id)), item.correct)
-                                                 for item in items])
+    report.effort_measures = effort_measures([(measures_of(item.effort, predicted.get(item.id),
+                                                           by_episode[0].get(item.id)), item.correct)
+                                              for item in items])
     evidence_rows = [(q.id, q.evidence, item.correct) for (q, _), item in zip(matched.pairs, items)]
-    if report["steps"] is not None:  # MADQA Figures 22 and 23 (engine/eval/analyses/retrieval_curve.py)
-        report["steps"]["cumulative_hits"] = cumulative_hits(evidence_rows, by_episode[0])
-        report["steps"]["recovery"] = recovery_after_failed_first_query(evidence_rows, by_episode[0], config.level)
+    if report.steps is not None:  # MADQA Figures 22 and 23 (engine/eval/analyses/retrieval_curve.py)
+        report.steps["cumulative_hits"] = cumulative_hits(evidence_rows, by_episode[0])
+        report.steps["recovery"] = recovery_after_failed_first_query(evidence_rows, by_episode[0], config.level)
     for section in sections:
         if section.declared:
-            report[section.name] = section.run(inputs) if section.name in declared else None
-    return EvalResult(report, items)
+            report.sections[section.name] = section.run(inputs) if section.name in declared else None
+    return EvalResult(report.to_dict(), items)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from engine.eval.calibration import JudgeCalibration, rogan_gladen, rogan_gladen_ci
 from engine.eval.items import ItemResult
+from engine.eval.report import Detail, ScorerFigure, Summary
 from engine.eval.scorers import registered_scorers
 from engine.eval.metrics.kuiper import kuiper, kuiper_bootstrap_ci, kuiper_madqa, kuiper_permutation_p, wasted_effort
 from engine.eval.stats import wilson_interval
@@ -38,8 +39,8 @@ def summarize(
     seed: int = 0,
     level: float = 0.95,
     detailed: bool = True,
-) -> dict:
-    """The metrics of a group of items.
+) -> Summary:
+    """The metrics of a group of items (`Summary.to_dict()` is their part of report.json).
 
     Args:
         items: the group's item results.
@@ -52,56 +53,54 @@ def summarize(
     """
     calibration = calibration or JudgeCalibration()
     n = len(items)
-    out: dict = {"n": n, "n_with_prediction": sum(1 for i in items if i.has_prediction)}
-    out["accuracy"], out["accuracy_ci"] = _proportion([i.accurate for i in items], level)
-    out["mean_anls"] = _mean([i.anls for i in items])
-    out["exact_match"], out["exact_match_ci"] = _proportion([i.exact for i in items], level)
+    accuracy, accuracy_ci = _proportion([i.accurate for i in items], level)
+    exact_match, exact_match_ci = _proportion([i.exact for i in items], level)
     judged = [i.semantic for i in items if i.semantic is not None]
+    semantic_raw = semantic_accuracy = semantic_accuracy_ci = None
+    judge_calls = 0
     if judged and len(judged) == n:
-        raw = _mean(judged)
-        out["semantic_raw"] = raw
-        out["semantic_accuracy"] = rogan_gladen(raw, calibration.q0, calibration.q1)
-        out["semantic_accuracy_ci"] = list(rogan_gladen_ci(raw, n, calibration, level))
-        out["judge_calls"] = sum(1 for i in items if i.semantic_source == "judge")
-    else:
-        out["semantic_raw"] = out["semantic_accuracy"] = out["semantic_accuracy_ci"] = None
-        out["judge_calls"] = 0
+        semantic_raw = _mean(judged)
+        semantic_accuracy = rogan_gladen(semantic_raw, calibration.q0, calibration.q1)
+        semantic_accuracy_ci = list(rogan_gladen_ci(semantic_raw, n, calibration, level))
+        judge_calls = sum(1 for i in items if i.semantic_source == "judge")
+    scorers = {}
     for scorer in registered_scorers():  # engine/eval/scorers.py; an item a scorer does not apply to is left out
         values = [i.scores.get(scorer.name) for i in items]
         values = [v for v in values if v is not None]
         if scorer.aggregate == "proportion":
-            out[f"{scorer.name}_accuracy"], out[f"{scorer.name}_accuracy_ci"] = (
-                _proportion([bool(v) for v in values], level) if values or len(items) == 0 else (None, None))
+            scorers[scorer.name] = ScorerFigure(*(_proportion([bool(v) for v in values], level)
+                                                  if values or len(items) == 0 else (None, None)))
         else:
-            out[f"{scorer.name}_accuracy"] = _mean([float(v) for v in values]) if values else None
-            out[f"{scorer.name}_accuracy_ci"] = None
-    for field in ("page_precision", "page_recall", "page_f1", "doc_precision", "doc_recall", "doc_f1"):
-        out[field] = _mean([getattr(i, field) for i in items])
+            scorers[scorer.name] = ScorerFigure(_mean([float(v) for v in values]) if values else None, None)
+    page_doc = {field: _mean([getattr(i, field) for i in items])
+                for field in ("page_precision", "page_recall", "page_f1", "doc_precision", "doc_recall", "doc_f1")}
     efforts = [i.effort for i in items]
     correct = [i.correct for i in items]
     result = kuiper(efforts, correct)
-    out["kuiper"] = result.statistic
     ci = None
     if bootstrap and result.statistic is not None:
         ci = kuiper_bootstrap_ci(efforts, correct, bootstrap, level, seed)
-    out["kuiper_ci"] = list(ci) if ci else None
-    out["kuiper_p_value"] = (kuiper_permutation_p(efforts, correct, bootstrap, seed)
-                             if bootstrap and result.statistic is not None else None)
-    out["kuiper_n"] = result.n
-    out["kuiper_dropped"] = result.dropped
-    out["kuiper_undefined"] = result.reason
+    p_value = (kuiper_permutation_p(efforts, correct, bootstrap, seed)
+               if bootstrap and result.statistic is not None else None)
+    detail = None
     if detailed:
-        out["kuiper_madqa"] = kuiper_madqa(efforts, correct)
-        out["kuiper_curve"] = [{"effort": e, "k": k, "d": d} for e, k, d in result.curve]
+        madqa = kuiper_madqa(efforts, correct)
         waste = wasted_effort(efforts, correct)
-        out["wasted_effort_ratio"] = waste["ratio"]
-        out["mean_steps_correct"] = waste["mean_steps_correct"]
-        out["mean_steps_incorrect"] = waste["mean_steps_incorrect"]
-    out["taxonomy"] = taxonomy_summary(i.taxonomy for i in items)
-    return out
+        detail = Detail(kuiper_madqa=madqa, kuiper_curve=[{"effort": e, "k": k, "d": d} for e, k, d in result.curve],
+                        wasted_effort_ratio=waste["ratio"], mean_steps_correct=waste["mean_steps_correct"],
+                        mean_steps_incorrect=waste["mean_steps_incorrect"])
+    return Summary(
+        n=n, n_with_prediction=sum(1 for i in items if i.has_prediction), accuracy=accuracy, accuracy_ci=accuracy_ci,
+        mean_anls=_mean([i.anls for i in items]), exact_match=exact_match, exact_match_ci=exact_match_ci,
+        semantic_raw=semantic_raw, semantic_accuracy=semantic_accuracy, semantic_accuracy_ci=semantic_accuracy_ci,
+        judge_calls=judge_calls, scorers=scorers, **page_doc,
+        kuiper=result.statistic, kuiper_ci=list(ci) if ci else None, kuiper_p_value=p_value, kuiper_n=result.n,
+        kuiper_dropped=result.dropped, kuiper_undefined=result.reason, detail=detail,
+        taxonomy=taxonomy_summary(i.taxonomy for i in items))
 
 
-def breakdowns(items: Sequence[ItemResult], calibration: JudgeCalibration | None = None, level: float = 0.95) -> dict:
+def breakdowns(items: Sequence[ItemResult], calibration: JudgeCalibration | None = None,
+               level: float = 0.95) -> dict[str, dict[str, Summary]]:
     """Per-group summaries by hop type, document category and domain (no bootstrap, no curve)."""
     out = {}
     for key in BREAKDOWN_KEYS:
