@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from engine.eval.scorers import registered_scorers
 from engine.eval.sections import registered_sections
 
-__all__ = ["REPORT_VERSION", "Detail", "JudgeBlock", "Report", "ScorerFigure", "Summary"]
+__all__ = ["REPORT_VERSION", "Detail", "JudgeBlock", "Report", "ScorerFigure", "Summary", "as_report"]
 
 REPORT_VERSION = 1
 
@@ -164,6 +164,10 @@ class Report:
     source: str | None = None  # "silver" for a mined run, else None (and absent from the dict)
     extra: dict = field(default_factory=dict)  # keys this checkout does not know (a caller's additions), in order
 
+    def scoring(self, scorer: str) -> dict | None:
+        """Which judge produced a scorer's figures (`NAME_scoring`: MuDABench's), or None."""
+        return getattr(self, f"{scorer}_scoring", None) if scorer == "mudabench" else self.extra.get(f"{scorer}_scoring")
+
     def to_dict(self) -> dict:
         """The report.json dict, key for key what `dossier eval` has always written."""
         out: dict = {"report_version": self.report_version}
@@ -203,6 +207,11 @@ class Report:
             sections={s.name: d[s.name] for s in registered_sections() if s.name in d},
             effort_measures=d.get("effort_measures"), inputs=d.get("inputs"), source=d.get("source"),
             extra={k: v for k, v in d.items() if k not in known})
+
+
+def as_report(report: Report | dict) -> Report:
+    """`report` itself, or the report.json dict read as a Report (the renderers take either)."""
+    return report if isinstance(report, Report) else Report.from_dict(report)
 
 
 def _known_keys(d: dict) -> list[str]:

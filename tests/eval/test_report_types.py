@@ -63,3 +63,18 @@ def test_an_older_report_without_some_keys_reads_them_as_none():
     assert "qguide" not in report.sections and report.summary.accuracy == today["accuracy"]
     assert Report.from_dict(report.to_dict()) == report
     assert Report.from_dict({}).summary.n is None  # nothing at all: every field None, no exception
+
+
+def test_the_renderers_read_the_typed_report():
+    from engine.eval.reports.html import render_html
+    from engine.eval.reports.markdown import render_markdown
+    from engine.eval.reports.terminal import terminal_lines
+
+    result = _result()
+    report = result.typed
+    assert render_markdown(report) == render_markdown(result.report)  # a Report or its report.json dict
+    assert terminal_lines(report) == terminal_lines(result.report)
+    report.summary.scorers["numeric"].value = 0.125  # a typed field, changed, is what every renderer shows
+    report.n_predictions = 4321
+    assert "| numeric (±1 %) | 12.5% |" in render_markdown(report)
+    assert "4321 predictions" in render_html(report) and terminal_lines(report)[0].startswith("6 gold items, 4321 predictions")

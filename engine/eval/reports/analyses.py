@@ -1,12 +1,13 @@
 """Rows and lines of MADQA's further analyses, shared by the terminal, Markdown and HTML reports.
 
 The analyses are computed in engine/eval/analyses/ (effort.py, retrieval_curve.py,
-guessability.py); this module only words them. Every function takes the report dict and
-returns [] when its analysis is absent (an older report, no trajectories, not closed-book).
+guessability.py); this module only words them. Every function takes the report (a `Report`, or its
+report.json dict) and returns [] when its analysis is absent (an older report, no trajectories, not closed-book).
 """
 
 from __future__ import annotations
 
+from engine.eval.report import Report, as_report
 from engine.eval.reports.numbers import ci_text, num, pct
 
 __all__ = ["MEASURE_LABELS", "GUESS_LABELS", "effort_rows", "spearman_rows", "recovery_rows", "guess_rows",
@@ -17,26 +18,29 @@ MEASURE_LABELS = {"steps": "steps (searches, else iterations)", "total_tokens": 
 GUESS_LABELS = {"yes_no": "yes/no", "binary_choice": "binary choice (A or B)", "memorisation": "other (memorisation)"}
 
 
-def effort_rows(report: dict) -> list[list[str]]:
+def effort_rows(report: Report | dict) -> list[list[str]]:
     """MADQA Table 12's form: measure, Kuiper, items kept, missing, dropped (<= 0), why undefined."""
-    effort = report.get("effort_measures")
+    report = as_report(report)
+    effort = report.effort_measures
     if not effort:
         return []
     return [[MEASURE_LABELS.get(name, name), num(m["kuiper"], 2), str(m["n"]), str(m["missing"]), str(m["dropped"]),
              m["undefined"] or ""] for name, m in effort["measures"].items()]
 
 
-def spearman_rows(report: dict) -> list[list[str]]:
+def spearman_rows(report: Report | dict) -> list[list[str]]:
     """MADQA Table 11's form: each pair of measures, Spearman's rho, items with both."""
-    effort = report.get("effort_measures")
+    report = as_report(report)
+    effort = report.effort_measures
     if not effort:
         return []
     return [[f"{pair['a']} ~ {pair['b']}", num(pair["rho"]), str(pair["n"])] for pair in effort["spearman"]]
 
 
-def recovery_rows(report: dict) -> list[list[str]]:
+def recovery_rows(report: Report | dict) -> list[list[str]]:
     """Figure 23 as a table: what, share, k / n, interval."""
-    recovery = (report.get("steps") or {}).get("recovery")
+    report = as_report(report)
+    recovery = (report.steps or {}).get("recovery")
     if not recovery:
         return []
     rows = []
@@ -50,19 +54,21 @@ def recovery_rows(report: dict) -> list[list[str]]:
     return rows
 
 
-def guess_rows(report: dict) -> list[list[str]]:
+def guess_rows(report: Report | dict) -> list[list[str]]:
     """Guessability per class: class, questions, correct, accuracy, interval, chance."""
-    guess = report.get("guessability")
+    report = as_report(report)
+    guess = report.sections.get("guessability")
     if not guess:
         return []
     return [[GUESS_LABELS[name], str(c["n"]), str(c["correct"]), pct(c["accuracy"]), ci_text(c["ci"]),
              pct(c["chance"])] for name, c in guess["classes"].items()]
 
 
-def analyses_lines(report: dict) -> list[str]:
+def analyses_lines(report: Report | dict) -> list[str]:
     """A few terminal lines: Kuiper per effort measure, Figure 22's curve, Figure 23, guessability."""
+    report = as_report(report)
     lines = []
-    effort = report.get("effort_measures")
+    effort = report.effort_measures
     if effort:
         kuipers = " · ".join(f"{name.replace('_', ' ')} {num(m['kuiper'], 2)}"
                              + (f" ({m['missing']} missing)" if m["missing"] else "")
@@ -71,7 +77,7 @@ def analyses_lines(report: dict) -> list[str]:
                           for p in effort["spearman"] if p["a"] == "steps")
         lines.append(f"Kuiper by effort measure: {kuipers}")
         lines.append(f"Spearman rho of steps with: {rhos}")
-    steps = report.get("steps") or {}
+    steps = report.steps or {}
     curve = steps.get("cumulative_hits")
     if curve and curve["iterations"]:
         rows = curve["iterations"][:10]
@@ -85,7 +91,7 @@ def analyses_lines(report: dict) -> list[str]:
                      f"({recovery['never_searched']} never searched): recovered {rec['k']} ({pct(rec['rate'])}); "
                      f"accuracy when recovered {pct(recovery['accuracy_recovered']['rate'])}, not recovered "
                      f"{pct(recovery['accuracy_not_recovered']['rate'])}")
-    guess = report.get("guessability")
+    guess = report.sections.get("guessability")
     if guess:
         lines.append(f"closed-book guessability {pct(guess['accuracy'])} of {guess['n']}: " + " · ".join(
             f"{GUESS_LABELS[name]} {c['correct']}/{c['n']}" for name, c in guess["classes"].items())
@@ -98,15 +104,16 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows] + [""]
 
 
-def analyses_markdown(report: dict) -> list[str]:
+def analyses_markdown(report: Report | dict) -> list[str]:
     """The analyses as Markdown sections."""
+    report = as_report(report)
     lines = []
     if effort_rows(report):
         lines += ["## Kuiper by effort measure (MADQA Appendix F.4)", ""]
         lines += _table(["effort measure", "Kuiper", "items", "missing", "dropped (<= 0)", "undefined because"],
                         effort_rows(report))
         lines += _table(["measures", "Spearman rho", "items with both"], spearman_rows(report))
-    curve = (report.get("steps") or {}).get("cumulative_hits")
+    curve = (report.steps or {}).get("cumulative_hits")
     if curve and curve["iterations"]:
         lines += ["## Cumulative gold hits by search iteration (MADQA Figure 22)", "",
                   f"Share of the {curve['n']} questions with gold evidence and a trajectory whose searches 1..i "
@@ -114,13 +121,13 @@ def analyses_markdown(report: dict) -> list[str]:
         lines += _table(["search i", "gold document", "gold page"],
                         [[str(r["i"]), pct(r["doc_rate"]), pct(r["page_rate"])] for r in curve["iterations"]])
     if recovery_rows(report):
-        recovery = report["steps"]["recovery"]
+        recovery = report.steps["recovery"]
         lines += ["## Recovery after a failed first query (MADQA Figure 23)", "",
                   f"{recovery['needing_recovery']} of {recovery['n']} questions needed recovery (their first search "
                   f"returned no gold document); {recovery['never_searched']} never searched.", ""]
         lines += _table(["", "share", "k / n", "95% CI"], recovery_rows(report))
     if guess_rows(report):
-        guess = report["guessability"]
+        guess = report.sections["guessability"]
         lines += ["## Guessability (closed-book, MADQA Appendix E.2)", "",
                   f"{pct(guess['accuracy'])} guessed without documents; chance on two-way questions accounts for "
                   f"{pct(guess['chance_share'])} of all items, memorised facts for {pct(guess['memorised_share'])}.",

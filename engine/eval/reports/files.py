@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.datasets.formats import iter_jsonl, write_jsonl
 from engine.eval.items import ItemResult
+from engine.eval.report import Report
 from engine.eval.reports.html import render_html
 from engine.eval.reports.markdown import render_markdown
 from tools.errors import DossierError
@@ -45,8 +46,9 @@ def write_reports(out_dir: str | Path, report: dict, items: list[ItemResult], ti
     paths = {"json": out / "report.json", "markdown": out / "report.md", "html": out / "report.html",
              "items": out / "items.jsonl"}
     _write_text(paths["json"], json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    _write_text(paths["markdown"], render_markdown(report))
-    _write_text(paths["html"], render_html(report, title))
+    typed = Report.from_dict(report)  # what the renderers read
+    _write_text(paths["markdown"], render_markdown(typed))
+    _write_text(paths["html"], render_html(typed, title))
     write_jsonl(paths["items"], (json_safe(item.to_json()) for item in items))
     return {name: str(path) for name, path in paths.items()}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from html import escape
 
+from engine.eval.report import Report, as_report
 from engine.eval.reports.analyses import effort_rows, guess_rows, recovery_rows, spearman_rows
 from engine.eval.reports.markdown import breakdown_rows, headline_rows, stage_rows, taxonomy_rows
 from engine.eval.reports.numbers import count, num, pct
@@ -45,24 +46,25 @@ def _table(header: list[str], rows: list[list[str]], text_columns: tuple[int, ..
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _kuiper_plot(report: dict) -> str:
-    curve = report.get("kuiper_curve") or []
+def _kuiper_plot(report: Report) -> str:
+    detail = report.summary.detail
+    curve = (detail.kuiper_curve if detail is not None else None) or []
     if not curve:
-        reason = report.get("kuiper_undefined") or "no items"
+        reason = report.summary.kuiper_undefined or "no items"
         return (line_chart([("D_k", [(0, 0.0)])], element_id="plot-kuiper", title="Cumulative difference (undefined)",
                            x_label="items sorted by effort", y_label="D_k", zero_line=True)
                 + f'<p class="note">Kuiper is undefined: {escape(reason)}.</p>')
     points = [(p["k"], p["d"]) for p in curve]
     chart = line_chart([("D_k", points)], element_id="plot-kuiper",
-                       title=f"Cumulative difference, Kuiper = {num(report.get('kuiper'), 2)}",
+                       title=f"Cumulative difference, Kuiper = {num(report.summary.kuiper, 2)}",
                        x_label="items sorted by effort (boundaries between effort values)",
                        y_label="D_k = Σ (correct − mean)", zero_line=True)
     efforts = ", ".join(f"{p['effort']}→k={p['k']}" for p in curve[1:][:30])
     return chart + f'<p class="note">Boundaries (effort → items so far): {escape(efforts)}.</p>'
 
 
-def _budget_plot(report: dict) -> str:
-    steps = report.get("steps")
+def _budget_plot(report: Report) -> str:
+    steps = report.steps
     if not steps or not steps.get("accuracy_at_budget"):
         return (line_chart([("accuracy", [(0, 0.0)])], element_id="plot-budget",
                            title="Accuracy vs search budget (no trajectories given)", x_label="search budget N",
@@ -74,7 +76,7 @@ def _budget_plot(report: dict) -> str:
                       y_range=(0.0, 1.0), steps=True)
 
 
-def _taxonomy_plot(report: dict) -> str:
+def _taxonomy_plot(report: Report) -> str:
     rows = [(label.split(" (")[0], share, f"{count} ({pct(share)})") for label, count, share, _ in taxonomy_rows(report)]
     return bar_chart(rows, element_id="plot-taxonomy", title="Error taxonomy (share of all items)")
 
@@ -82,7 +84,7 @@ def _taxonomy_plot(report: dict) -> str:
 _NO_TRAJECTORIES = '<p class="note">Pass --trajectories (or evaluate a run directory) to see this plot.</p>'
 
 
-def _effort_tables(report: dict) -> str:
+def _effort_tables(report: Report) -> str:
     if not effort_rows(report):
         return ""
     return ("<h3>Kuiper by effort measure</h3>"
@@ -94,8 +96,8 @@ def _effort_tables(report: dict) -> str:
             + _table(["measures", "Spearman ρ", "items with both"], spearman_rows(report)))
 
 
-def _retrieval_curve_plot(report: dict) -> str:
-    curve = (report.get("steps") or {}).get("cumulative_hits")
+def _retrieval_curve_plot(report: Report) -> str:
+    curve = (report.steps or {}).get("cumulative_hits")
     if not curve or not curve["iterations"]:
         return (line_chart([("gold document", [(1, 0.0)])], element_id="plot-retrieval-curve",
                            title="Cumulative gold hits by search (no searches recorded)", x_label="search iteration i",
@@ -111,8 +113,8 @@ def _retrieval_curve_plot(report: dict) -> str:
                     f'{rows[-1]["i"]}: document {pct(rows[-1]["doc_rate"])}, page {pct(rows[-1]["page_rate"])}.</p>')
 
 
-def _recovery_plot(report: dict) -> str:
-    recovery = (report.get("steps") or {}).get("recovery")
+def _recovery_plot(report: Report) -> str:
+    recovery = (report.steps or {}).get("recovery")
     if not recovery:
         return bar_chart([("recovered", 0.0, "no trajectories")], element_id="plot-recovery",
                          title="Recovery after a failed first query") + _NO_TRAJECTORIES
@@ -130,8 +132,8 @@ def _recovery_plot(report: dict) -> str:
             + _table(["", "share", "k / n", "95% CI"], recovery_rows(report), text_columns=(0, 2, 3)))
 
 
-def _guessability_section(report: dict) -> list[str]:
-    guess = report.get("guessability")
+def _guessability_section(report: Report) -> list[str]:
+    guess = report.sections.get("guessability")
     if not guess:
         return []
     classes = guess["classes"]
@@ -147,19 +149,20 @@ def _guessability_section(report: dict) -> list[str]:
                    text_columns=(0, 4))]
 
 
-def render_html(report: dict, title: str = "Dossier evaluation") -> str:
+def render_html(report: Report | dict, title: str = "Dossier evaluation") -> str:
     """The whole report as one HTML document that opens offline."""
+    report = as_report(report)
     parts = [f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>",
              f"<style>{_CSS}</style></head><body>", f"<h1>{escape(title)}</h1>",
-             f'<p class="note">{report["n"]} gold items, {report["n_predictions"]} predictions; '
-             f'{report["missing_predictions"]} gold items had no prediction and count as wrong; '
-             f'{report["unmatched_predictions"]} predictions matched no gold item; '
-             f'{report["skipped_lines"]} input lines were skipped.</p>',
+             f'<p class="note">{report.summary.n} gold items, {report.n_predictions} predictions; '
+             f'{report.missing_predictions} gold items had no prediction and count as wrong; '
+             f'{report.unmatched_predictions} predictions matched no gold item; '
+             f'{report.skipped_lines} input lines were skipped.</p>',
              "<h2>Headline</h2>", _table(["metric", "value", "95% interval / note"],
                                          [list(r) for r in headline_rows(report)], text_columns=(0, 2)),
              "<h2>Effort calibration</h2>", _kuiper_plot(report), _effort_tables(report),
              "<h2>Accuracy at a step budget</h2>", _budget_plot(report)]
-    steps = report.get("steps")
+    steps = report.steps
     if steps:
         first = steps["first_query"]
         parts.append(f'<p>First search hit a gold page in {pct(first["page_hit_rate"])} and a gold document in '
@@ -175,23 +178,23 @@ def render_html(report: dict, title: str = "Dossier evaluation") -> str:
                      [[label, str(count), pct(share), pct(err)] for label, count, share, err in taxonomy_rows(report)])]
     for key, name in (("hop_type", "hop type"), ("category", "document category"), ("domain", "domain")):
         parts += [f"<h2>By {name}</h2>", _table(["group", "n", "accuracy", "95% CI", "Page F1", "Doc F1", "Kuiper"],
-                                                breakdown_rows(report["breakdowns"][key]))]
-    if report.get("qguide"):
+                                                breakdown_rows(report.breakdowns[key]))]
+    if report.sections.get("qguide"):
         from engine.eval.reports.qguide import qguide_html
 
-        parts.append(qguide_html(report["qguide"]))
-    coverage = report.get("mudabench_coverage")
+        parts.append(qguide_html(report.sections["qguide"]))
+    coverage = report.mudabench_coverage
     if coverage:
         parts += ["<h2>MuDABench intermediate-fact coverage</h2>", _table(
             ["level", "accuracy", "correct / total"],
             [[level, pct(coverage[f"{level}_accuracy"]), f"{count(coverage[f'{level}_correct'])} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])]
-    if report.get("workflow_stages"):
+    if report.sections.get("workflow_stages"):
         parts += ["<h2>Workflow stage taxonomy</h2>",
                   "<p>First stage that went wrong, per wrongly answered question (MuDABench tolerance).</p>",
                   _table(["stage", "questions", "share of errors"], stage_rows(report))]
-    if report["skipped_line_reasons"]:
-        parts += ["<h2>Skipped input lines</h2><ul>"] + [f"<li>{escape(r)}</li>" for r in report["skipped_line_reasons"]]
+    if report.skipped_line_reasons:
+        parts += ["<h2>Skipped input lines</h2><ul>"] + [f"<li>{escape(r)}</li>" for r in report.skipped_line_reasons]
         parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.eval.analyses.human import condition_note
+from engine.eval.report import Report, Summary, as_report
 from engine.eval.reports.analyses import analyses_markdown
 from engine.eval.reports.numbers import ci_text, count, num, pct
 from engine.eval.scorers import Scorer, registered_scorers
@@ -20,57 +21,61 @@ TAXONOMY_LABELS = {
 }
 
 
-def headline_rows(report: dict) -> list[tuple[str, str, str]]:
+def headline_rows(report: Report | dict) -> list[tuple[str, str, str]]:
     """(metric, value, interval or note) rows for the main table."""
-    semantic_note = (ci_text(report["semantic_accuracy_ci"]) + f" raw {pct(report['semantic_raw'])}, "
-                     f"{report['judge_calls']} judge calls") if report.get("semantic_accuracy") is not None \
+    report = as_report(report)
+    summary, detail = report.summary, report.summary.detail
+    semantic_note = (ci_text(summary.semantic_accuracy_ci) + f" raw {pct(summary.semantic_raw)}, "
+                     f"{summary.judge_calls} judge calls") if summary.semantic_accuracy is not None \
         else "no --judge given"
-    kuiper_note = ci_text(report.get("kuiper_ci"), as_percent=False)
-    if report.get("kuiper") is None:
-        kuiper_note = f"undefined: {report.get('kuiper_undefined')}"
-    if report.get("kuiper_p_value") is not None:
-        kuiper_note += f" bootstrap; permutation p = {report['kuiper_p_value']:.3g}"
-    kuiper_note += f"; n={report['kuiper_n']}, dropped {report['kuiper_dropped']} with effort 0"
-    if report.get("kuiper_madqa") is not None:
-        kuiper_note += f"; MADQA harness (ties in file order): {report['kuiper_madqa']:.2f}"
-    judge = report.get("judge") or {}
-    if report.get("semantic_accuracy") is not None:
+    kuiper_note = ci_text(summary.kuiper_ci, as_percent=False)
+    if summary.kuiper is None:
+        kuiper_note = f"undefined: {summary.kuiper_undefined}"
+    if summary.kuiper_p_value is not None:
+        kuiper_note += f" bootstrap; permutation p = {summary.kuiper_p_value:.3g}"
+    kuiper_note += f"; n={summary.kuiper_n}, dropped {summary.kuiper_dropped} with effort 0"
+    if detail is not None and detail.kuiper_madqa is not None:
+        kuiper_note += f"; MADQA harness (ties in file order): {detail.kuiper_madqa:.2f}"
+    judge = report.judge.provenance if report.judge is not None else {}
+    if summary.semantic_accuracy is not None:
         # MADQA's headline: exact match, then the judge, corrected for the judge's measured errors
         corrected = not str(judge.get("correction") or "").startswith("not corrected")
+        q1, q0 = (report.judge.q1, report.judge.q0) if report.judge is not None else (None, None)
         head = [("accuracy (judge, Rogan–Gladen corrected)" if corrected else "accuracy (judge, uncorrected)",
-                 pct(report["semantic_accuracy"]), semantic_note + (f"; q1 {num(judge.get('q1'))}, q0 {num(judge.get('q0'))} "
-                                                                    f"from {judge.get('calibration_source', 'flags')}"
-                                                                    if corrected else f"; {judge.get('correction')}")),
-                ("accuracy (ANLS* ≥ 0.5)", pct(report["accuracy"]), ci_text(report["accuracy_ci"]))]
+                 pct(summary.semantic_accuracy), semantic_note + (f"; q1 {num(q1)}, q0 {num(q0)} "
+                                                                  f"from {judge.get('calibration_source', 'flags')}"
+                                                                  if corrected else f"; {judge.get('correction')}")),
+                ("accuracy (ANLS* ≥ 0.5)", pct(summary.accuracy), ci_text(summary.accuracy_ci))]
     else:
-        head = [("accuracy (ANLS* ≥ 0.5)", pct(report["accuracy"]),
-                 ci_text(report["accuracy_ci"]) + " no --judge: MADQA's headline is an LLM judge's accuracy corrected "
+        head = [("accuracy (ANLS* ≥ 0.5)", pct(summary.accuracy),
+                 ci_text(summary.accuracy_ci) + " no --judge: MADQA's headline is an LLM judge's accuracy corrected "
                  "for its errors, which also accepts right answers ANLS* rejects (e.g. with a unit or scale)")]
-    condition = condition_note(report.get("behaviour"))  # an oracle-condition human run is reported apart
+    condition = condition_note(report.behaviour)  # an oracle-condition human run is reported apart
     return [
-        *([("condition", str(report["behaviour"]["condition"]), condition)] if condition else []),
+        *([("condition", str(report.behaviour["condition"]), condition)] if condition else []),
         *head,
-        ("mean ANLS*", num(report["mean_anls"]), ""),
-        ("exact match", pct(report["exact_match"]), ci_text(report["exact_match_ci"])),
-        *[(scorer.title(report), _scored(report, scorer), ci_text(report.get(f"{scorer.name}_accuracy_ci")))
-          for scorer in registered_scorers() if f"{scorer.name}_accuracy" in report],  # engine/eval/scorers.py
-        ("Page F1", num(report["page_f1"]), f"P {num(report['page_precision'])} R {num(report['page_recall'])}"),
-        ("Doc F1", num(report["doc_f1"]), f"P {num(report['doc_precision'])} R {num(report['doc_recall'])}"),
-        ("Kuiper", num(report.get("kuiper"), 2), kuiper_note),
-        ("wasted effort ratio", num(report.get("wasted_effort_ratio")),
-         f"mean steps wrong {num(report.get('mean_steps_incorrect'), 2)} / right "
-         f"{num(report.get('mean_steps_correct'), 2)}"),
+        ("mean ANLS*", num(summary.mean_anls), ""),
+        ("exact match", pct(summary.exact_match), ci_text(summary.exact_match_ci)),
+        *[(scorer.title({f"{scorer.name}_scoring": report.scoring(scorer.name)}), _scored(summary, scorer),
+           ci_text(summary.scorers[scorer.name].interval))
+          for scorer in registered_scorers() if scorer.name in summary.scorers],  # engine/eval/scorers.py
+        ("Page F1", num(summary.page_f1), f"P {num(summary.page_precision)} R {num(summary.page_recall)}"),
+        ("Doc F1", num(summary.doc_f1), f"P {num(summary.doc_precision)} R {num(summary.doc_recall)}"),
+        ("Kuiper", num(summary.kuiper, 2), kuiper_note),
+        ("wasted effort ratio", num(detail.wasted_effort_ratio if detail else None),
+         f"mean steps wrong {num(detail.mean_steps_incorrect if detail else None, 2)} / right "
+         f"{num(detail.mean_steps_correct if detail else None, 2)}"),
     ]
 
 
-def _scored(report: dict, scorer: Scorer) -> str:
-    value = report.get(f"{scorer.name}_accuracy")
+def _scored(summary: Summary, scorer: Scorer) -> str:
+    value = summary.scorers[scorer.name].value
     return pct(value) if scorer.aggregate == "proportion" else num(value)
 
 
-def taxonomy_rows(report: dict) -> list[tuple[str, int, float, float | None]]:
+def taxonomy_rows(report: Report | dict) -> list[tuple[str, int, float, float | None]]:
     """(label, count, share of items, share of errors) per taxonomy class with a count or always-shown class."""
-    tax = report["taxonomy"]
+    tax = as_report(report).summary.taxonomy
     rows = []
     for name, label in TAXONOMY_LABELS.items():
         count = tax["counts"].get(name, 0)  # reports written before "correct_verbose" existed lack it
@@ -80,19 +85,19 @@ def taxonomy_rows(report: dict) -> list[tuple[str, int, float, float | None]]:
     return rows
 
 
-def stage_rows(report: dict) -> list[list[str]]:
+def stage_rows(report: Report | dict) -> list[list[str]]:
     """Rows of the workflow stage taxonomy: stage, wrong questions it is blamed for, share of errors."""
-    stages = report.get("workflow_stages")
+    stages = as_report(report).sections.get("workflow_stages")
     if not stages:
         return []
     return [[name, str(count), pct(stages["shares_of_errors"][name])] for name, count in stages["counts"].items()
             if count or name != "unattributed"]
 
 
-def breakdown_rows(group: dict) -> list[list[str]]:
+def breakdown_rows(group: dict[str, Summary]) -> list[list[str]]:
     """Rows of one breakdown table: group, n, accuracy, CI, Page F1, Doc F1, Kuiper."""
-    return [[name, str(s["n"]), pct(s["accuracy"]), ci_text(s["accuracy_ci"]), num(s["page_f1"]),
-             num(s["doc_f1"]), num(s.get("kuiper"), 2)] for name, s in group.items()]
+    return [[name, str(s.n), pct(s.accuracy), ci_text(s.accuracy_ci), num(s.page_f1), num(s.doc_f1), num(s.kuiper, 2)]
+            for name, s in group.items()]
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -101,12 +106,13 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + [""]
 
 
-def render_markdown(report: dict) -> str:
+def render_markdown(report: Report | dict) -> str:
     """The whole report as Markdown."""
+    report = as_report(report)
     lines = ["# Dossier evaluation", "",
-             f"{report['n']} gold items, {report['n_predictions']} predictions: {report['missing_predictions']} gold "
-             f"items without a prediction (counted wrong), {report['unmatched_predictions']} predictions matching no "
-             f"gold item, {report['duplicate_predictions']} duplicates ignored, {report['skipped_lines']} input lines "
+             f"{report.summary.n} gold items, {report.n_predictions} predictions: {report.missing_predictions} gold "
+             f"items without a prediction (counted wrong), {report.unmatched_predictions} predictions matching no "
+             f"gold item, {report.duplicate_predictions} duplicates ignored, {report.skipped_lines} input lines "
              "skipped.", ""]
     lines += ["## Headline", ""] + _table(["metric", "value", "95% interval / note"],
                                           [list(r) for r in headline_rows(report)])
@@ -115,8 +121,8 @@ def render_markdown(report: dict) -> str:
         [[label, str(count), pct(share), pct(err)] for label, count, share, err in taxonomy_rows(report)])
     for key, title in (("hop_type", "hop type"), ("category", "document category"), ("domain", "domain")):
         lines += [f"## By {title}", ""] + _table(["group", "n", "accuracy", "95% CI", "Page F1", "Doc F1", "Kuiper"],
-                                                 breakdown_rows(report["breakdowns"][key]))
-    steps = report.get("steps")
+                                                 breakdown_rows(report.breakdowns[key]))
+    steps = report.steps
     if steps:
         first = steps["first_query"]
         lines += ["## Trajectories", "",
@@ -132,25 +138,25 @@ def render_markdown(report: dict) -> str:
                         [[str(r["budget"]), pct(r["accuracy"]), f"{r['correct']} / {r['n']}"]
                          for r in steps["accuracy_at_budget"]])
     lines += analyses_markdown(report)  # Kuiper per effort measure, Figures 22-23, guessability
-    if report.get("qguide"):
+    if report.sections.get("qguide"):
         from engine.eval.reports.qguide import qguide_markdown
 
-        lines += qguide_markdown(report["qguide"])
-    coverage = report.get("mudabench_coverage")
+        lines += qguide_markdown(report.sections["qguide"])
+    coverage = report.mudabench_coverage
     if coverage:
-        scoring = report.get("mudabench_scoring") or {}
+        scoring = report.mudabench_scoring or {}
         lines += ["## MuDABench intermediate-fact coverage", "",
                   f"Final answer scored by: {scoring.get('final_answer', 'rule-based tolerance')}. "
                   f"Coverage scored by: {scoring.get('coverage', 'rule-based tolerance')}.", ""] + _table(
             ["level", "accuracy", "correct / total"],
             [[level, pct(coverage[f"{level}_accuracy"]), f"{count(coverage[f'{level}_correct'])} / {coverage[f'{level}_total']}"]
              for level in ("row", "cell", "column")])
-    if report.get("workflow_stages"):
-        stages = report["workflow_stages"]
+    if report.sections.get("workflow_stages"):
+        stages = report.sections["workflow_stages"]
         lines += ["## Workflow stage taxonomy", "",
                   f"First stage that went wrong, for the {stages['questions'] - stages['correct']} of "
                   f"{stages['questions']} questions answered wrongly under MuDABench's tolerance.", ""]
         lines += _table(["stage", "questions", "share of errors"], stage_rows(report))
-    if report["skipped_line_reasons"]:
-        lines += ["## Skipped input lines", ""] + [f"- {reason}" for reason in report["skipped_line_reasons"]] + [""]
+    if report.skipped_line_reasons:
+        lines += ["## Skipped input lines", ""] + [f"- {reason}" for reason in report.skipped_line_reasons] + [""]
     return "\n".join(lines)
