@@ -128,6 +128,34 @@ def _sweep_row(correct):
     return {"name": "qguide", "status": "complete", "figures": {"n": n, "qguide": q}}
 
 
+def test_a_budget_that_never_bound_is_not_testable_rather_than_not_reproduced():
+    """Every episode submitted before any limit turn (the old sweep: one round, then submit, at every T), so the
+    budget could not change an answer: "not testable as run", not "not reproduced" (issue 50 item 1)."""
+    row = _sweep_row([7, 7, 7, 7])
+    for point in row["figures"]["qguide"]["budget"]["points"]:
+        point |= {"cut_by_limit": 0, "rounds_used": {"1": 13}}
+    assert results.budget_claim([row], "qguide")["verdict"].startswith("not testable as run: the budget never bound")
+    row["figures"]["qguide"]["budget"]["points"][0]["cut_by_limit"] = 5  # T = 1 ended five episodes
+    assert results.budget_claim([row], "qguide")["verdict"] == "not reproduced: accuracy is the same at every T"
+    lines = results.qguide_lines(row["figures"]["qguide"])
+    assert lines[0].startswith("budget bound (episodes ended by the limit turn) and tool rounds used, per T: "
+                               "T=1 cut 5, rounds 1:13; T=2 cut 0")
+
+
+def test_every_claim_quotes_the_paper_and_its_condition():
+    """Each claim line carries the paper's own words and the condition it holds under (issue 50 item 4); a
+    significant opposite covered by the paper's stated exception says so rather than "not reproduced"."""
+    for table in results.TABLES.values():
+        for claim in table.claims:
+            assert claim.quote.count('"') >= 2 and claim.condition, (table.name, claim.text)
+    (madqa,) = results._MADQA_CLAIMS
+    assert "Models incapable of these sub-tasks" in madqa.condition and madqa.exception.startswith("consistent with")
+    markdown = results.render_markdown({"title": "t", "table": "t", "suite": "sample", "limit": None, "verdict": "correct",
+                                        "reference": "bm25", "models": [], "rows": [], "min_discordant_for_p05": 6,
+                                        "notes": [], "claims": [results.effort_claim([], "bm25")]})
+    assert "  - the paper: MADQA" in markdown and "  - its condition: a comparison with human searchers" in markdown
+
+
 @pytest.mark.parametrize("correct, verdict", [
     ([7, 7, 7, 7, 7, 7], "not reproduced: accuracy is the same at every T"),
     ([5, 9, 12, 12, 12, 12], "reproduced"),  # +7 from T = 1 to 3, t* = 2.9
@@ -275,14 +303,19 @@ def test_a_fresh_checkout_keeps_the_archived_verdicts_and_never_judges_them_agai
 
 
 def test_the_effort_claim_reads_the_kuiper_permutation_test():
-    """MADQA's "effort is poorly calibrated": reproduced only when the permutation test and the wasted effort agree."""
+    """MADQA's "effort is poorly calibrated" is comparative (agents' Kuiper against humans' 14.6, Table 3): with no
+    human run it is not testable, and the within-row permutation test is reported beside it (issue 50 item 4)."""
     def rows(**figures):
         return [{"name": "bm25", "status": "complete", "figures": {"n": 50, "kuiper": 2.0, "kuiper_undefined": None,
                                                                    **figures}}]
 
-    assert results.effort_claim(rows(kuiper_p=0.01, wasted_effort_ratio=1.8), "bm25")["verdict"] == "reproduced"
-    assert results.effort_claim(rows(kuiper_p=0.01, wasted_effort_ratio=0.7), "bm25")["verdict"] == "inconclusive at n = 50"
-    assert results.effort_claim(rows(kuiper_p=0.3, wasted_effort_ratio=1.8), "bm25")["verdict"] == "inconclusive at n = 50"
+    untestable = "not testable without a human baseline; "
+    claim = results.effort_claim(rows(kuiper_p=0.01, wasted_effort_ratio=1.8), "bm25")
+    assert claim["verdict"] == untestable + "accuracy falls as steps rise within the row"
+    assert "Humans achieve a Kuiper statistic of 14.6" in claim["quote"] and "human" in claim["condition"]
+    for figures in ({"kuiper_p": 0.01, "wasted_effort_ratio": 0.7}, {"kuiper_p": 0.3, "wasted_effort_ratio": 1.8}):
+        assert results.effort_claim(rows(**figures), "bm25")["verdict"] == (
+            untestable + "no dependence on steps shown within the row at n = 50")
     assert results.effort_claim(rows(kuiper_p=None, kuiper=None), "bm25")["verdict"].startswith("not testable")
     assert results.effort_claim([], "bm25")["verdict"].startswith("not tested yet")
 

@@ -69,9 +69,17 @@ def _budget_curve(records: list[tuple[dict, list]], is_correct: Callable, n: int
         return None
     rows = []
     for budget in budgets:
-        correct = sum(1 for q, gold in records
-                      if str(budget) in q.get("budget", {}) and is_correct(q["budget"][str(budget)]["answer"], gold))
-        rows.append({"max_rounds": budget, "correct": correct, "accuracy": correct / n if n else 0.0})
+        answered = [(q["budget"][str(budget)], gold) for q, gold in records if str(budget) in q.get("budget", {})]
+        correct = sum(1 for result, gold in answered if is_correct(result["answer"], gold))
+        rounds: dict[str, int] = {}
+        for result, _ in answered:
+            rounds[str(result.get("rounds", 0))] = rounds.get(str(result.get("rounds", 0)), 0) + 1
+        rows.append({"max_rounds": budget, "correct": correct, "accuracy": correct / n if n else 0.0,
+                     # the budget bound where the limit ended an episode that wanted more (Eq. 3's submit_unknown,
+                     # or no submission on a forced turn); a budget that binds nowhere cannot change accuracy
+                     "cut_by_limit": sum(1 for result, _ in answered
+                                         if result.get("decision") in ("submit_unknown", "no_submission")),
+                     "rounds_used": dict(sorted(rounds.items(), key=lambda kv: int(kv[0])))})
     fit = fit_saturating([r["max_rounds"] for r in rows], [r["accuracy"] for r in rows])
     return {"points": rows, "fit": _stored(fit)}
 
