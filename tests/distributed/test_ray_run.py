@@ -26,7 +26,7 @@ LIMIT = 6
 OPTIONS = ["--limit", str(LIMIT), "--max-iterations", "3", "--max-new-tokens", "24", "--kv-cache-gib", "0.05",
            "--concurrency", "2", "--device", "cpu", "--format", "json"]
 SETTINGS = dict(max_iterations=3, max_new_tokens=24)
-ENGINE = dict(kv_cache_gib=0.05, device="cpu", quantization=None)
+ENGINE = dict(kv_cache_gib=0.05, device="cpu", quantization=None, deterministic=True)  # batch-invariant: a shard equals the whole
 # the local reference run, in its own process so it can report whether anything imported Ray
 LOCAL = """
 import json, sys
