@@ -87,7 +87,8 @@ class EngineBackend:
         from engine.core.sampling_params import SamplingParams
 
         schema = turn.schema if turn.schema is not None else (self.schemas[turn.allow_search] if self.schemas else None)
-        temperature = self.temperature if turn.temperature is None else turn.temperature  # a retry may sample
+        own = getattr(turn, "temperature", None)  # a retry may sample; a turn-like object without the field: the run's
+        temperature = self.temperature if own is None else own
         params = SamplingParams(temperature=temperature, seed=seed, json_schema=schema,
                                 max_new_tokens=turn.max_new_tokens or self.max_new_tokens)
         return self.engine.submit(session, params)
