@@ -20,16 +20,7 @@ import statistics
 import sys
 import time
 
-
-def _cpu() -> str:
-    try:
-        lines = open("/proc/cpuinfo").read().splitlines()
-    except OSError:
-        return "unknown CPU"
-    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
-    flags = next((line for line in lines if line.startswith("flags")), "")
-    kind = "avx512_bf16 + AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags else "AVX2 only"
-    return f"{name} ({kind})"
+from benchmarks.bench_deterministic import cpu_kind  # one CPU-kind reader for the benchmarks
 
 
 def profile(model: str, attention: str, batch: int, context: int, steps: int, dtype: str) -> dict:
@@ -106,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             for context in args.context:
                 print(f"… {attention} batch {batch} context {context}", file=sys.stderr, flush=True)
                 rows.append(profile(args.model, attention, batch, context, args.steps, args.dtype))
-    result = {"cpu": _cpu(), "model": args.model, "dtype": args.dtype, "rows": rows}
+    result = {"cpu": cpu_kind(), "model": args.model, "dtype": args.dtype, "rows": rows}
     if args.format == "json":
         print(json.dumps(result, indent=1))
         return 0
