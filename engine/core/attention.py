@@ -75,6 +75,8 @@ class AttentionMetadata:
     decode_block_tables: torch.Tensor | None = None  # (decodes, max_blocks) block tables of those rows
     decode_lens: torch.Tensor | None = None  # (decodes,) context length of each decode token
     decode_mask: torch.Tensor | None = None  # (decodes, 1, 1, max_blocks * block_size) bool, sdpa only
+    row_seq: torch.Tensor | None = None  # (tokens,) sequence of each row, batch-invariant backend
+    row_tiles: torch.Tensor | None = None  # (tiles + 1,) first row of each tile of one sequence's rows, same
     prefills: list[PrefillSpan] = field(default_factory=list)
     window_masks: dict = field(default_factory=dict)  # sdpa: window -> masks, built on first use in a step
 

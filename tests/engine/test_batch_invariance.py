@@ -195,3 +195,48 @@ def test_row_tiles_make_a_realistic_mlp_row_invariant(dtype):
         plain = varying_rows(None)
     if not plain:
         pytest.skip("plain calls happened to be row-invariant at these widths on this CPU: nothing to contrast")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("window", [None, 37])
+def test_invariant_attention_kernel_gives_a_row_the_same_bits_in_any_tile(dtype, window):
+    """kernels/invariant_attention_numba.py at Qwen2.5-1.5B's head shape: a row's output is the same bits
+    whether it is attended alone (decode), in tiles of 7 or 32 rows of its chunk, or beside another
+    sequence's rows; and it is attention (SDPA within float32 / bf16 rounding)."""
+    import torch.nn.functional as F
+
+    from kernels.invariant_attention_numba import query_tiles, rows_attention_torch
+
+    torch.manual_seed(48)
+    kv_heads, group, dim, block, length = 2, 6, 128, 16, 150
+    k_cache = torch.randn(40, block, kv_heads, dim, dtype=dtype)
+    v_cache = torch.randn(40, block, kv_heads, dim, dtype=dtype)
+    tables = torch.stack([torch.randperm(40)[:10], torch.randperm(40)[:10]]).long()  # two sequences' blocks
+    q = torch.randn(length, kv_heads, group, dim, dtype=dtype)
+    lens = torch.arange(1, length + 1)
+    one_seq = torch.zeros(length, dtype=torch.long)
+
+    def attend(rows, seqs, row_lens, tile):
+        return rows_attention_torch(rows, k_cache, v_cache, tables, seqs, row_lens,
+                                    torch.from_numpy(query_tiles(seqs.numpy(), tile)), window)
+
+    reference = attend(q, one_seq, lens, 32)
+    for tile in (1, 7, length):
+        assert torch.equal(attend(q, one_seq, lens, tile), reference), f"tiles of {tile} rows"
+    for r in (0, 15, 16, 99, length - 1):  # alone, as a decode row
+        assert torch.equal(attend(q[r:r + 1], one_seq[:1], lens[r:r + 1], 32)[0], reference[r]), f"row {r} alone"
+    other = torch.randn(20, kv_heads, group, dim, dtype=dtype)  # another sequence's rows first in the step
+    mixed = attend(torch.cat([other, q]), torch.cat([torch.ones(20, dtype=torch.long), one_seq]),
+                   torch.cat([torch.arange(60, 80), lens]), 32)
+    assert torch.equal(mixed[20:], reference), "beside another sequence"
+
+    keys = k_cache[tables[0]].flatten(0, 1)[:length].float().repeat_interleave(group, 1).transpose(0, 1)
+    values = v_cache[tables[0]].flatten(0, 1)[:length].float().repeat_interleave(group, 1).transpose(0, 1)
+    position = torch.arange(length)
+    visible = position[None, :] <= position[:, None]
+    if window is not None:
+        visible &= position[None, :] > position[:, None] - window
+    expected = F.scaled_dot_product_attention(q.float().reshape(length, -1, dim).transpose(0, 1), keys, values,
+                                              attn_mask=visible).transpose(0, 1)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert (reference.float().reshape(length, -1, dim) - expected).abs().max() < tolerance

@@ -1,0 +1,189 @@
+"""Batch-invariant attention on the CPU: one kernel for every query row, prefill or decode (issue 48).
+
+The deterministic mode (`EngineConfig.deterministic`) needs a row's attention output to depend only on
+its own query and its sequence's cached keys and values: never on how many rows share the step, how its
+prefill was chunked, or whether its prefix came from the cache. This kernel gets there by construction,
+not by measurement:
+
+- every sum is written as a loop in one fixed order (a score over d = 0..D-1; the softmax's peak and
+  total, and the weighted sum of values, over keys start..position-1), with fastmath off, so the
+  compiler may neither reassociate nor fuse a multiply and an add into an FMA. The loops that are
+  vectorised run over independent outputs (16 keys' scores, D output features), which changes no
+  element's arithmetic: IEEE float32 fixes each result bit for bit;
+- the caches are widened to float32 (bf16: `bits << 16`, exact) and every product and sum is float32;
+- work is split over (tile of query rows of one sequence, KV head): a prefill chunk's rows share each
+  widened key tile (keys are read once per tile of rows, not once per row, the cost that made the mode's
+  first version 4.75x slower at prefill), while a decode row is a tile of one. A row's arithmetic is the
+  same in either: the tile only decides which rows share a widened key tile.
+
+Because no step depends on the instruction set, the same bits come out on AVX2 and AVX-512 machines
+(`expf` from the same libm assumed).
+
+`rows_attention_jit_ready` is plain Python (the slow reference; `numba.prange` is `range` outside numba);
+`rows_attention_torch` runs it compiled, parallel over tasks, cached on disk after the first compile.
+Parity with SDPA and invariance: tests/engine/test_batch_invariance.py.
+
+    from kernels.invariant_attention_numba import rows_attention_torch
+    out = rows_attention_torch(q, k_cache, v_cache, block_tables, row_seq, kv_lens, tile_starts, window=None)
+"""
+
+import numpy as np
+import torch
+
+try:
+    from numba import njit, prange
+except ImportError:  # pragma: no cover - numba is a core dependency
+    njit = None
+    prange = range
+
+__all__ = ["QUERY_TILE", "query_tiles", "rows_attention_jit_ready", "rows_attention_torch"]
+
+QUERY_TILE = 32  # prefill rows of one sequence sharing the keys and values the kernel widens
+
+
+def rows_attention_jit_ready(q, k_bits, v_bits, shift, block_tables, row_seq, kv_lens, kv_starts, tile_starts,
+                             scale, out):
+    """Every query row over its own keys kv_starts[row] .. kv_lens[row] - 1; writes out (like q, float32).
+
+    q (rows, kv_heads, group, D) float32. k_bits / v_bits: the caches (blocks, block_size, kv_heads, D) as
+    raw bits, uint16 for bf16 (`shift` 16) or uint32 for float32 (`shift` 0). block_tables (seqs, max_blocks);
+    row_seq (rows,) the sequence of each row. tile_starts (tiles + 1,): rows tile_starts[i] ..
+    tile_starts[i + 1] - 1 form a tile, all of one sequence.
+
+    Every vectorised loop runs over independent outputs: the scores of all the row's keys at once for one d
+    (keys transposed to (D, keys)), and all D features of the weighted sum for one key (eight keys per pass,
+    added in key order). numba leaves LLVM's SLP vectoriser off; its loop vectoriser needs no fastmath here.
+    """
+    rows, kv_heads, group, dim = q.shape
+    block_size = k_bits.shape[1]
+    tiles = tile_starts.shape[0] - 1
+    for task in prange(tiles * kv_heads):
+        j = task // kv_heads  # tiles in the order first, last, second, second-to-last, ...: numba splits the tasks
+        tile = j // 2 if j % 2 == 0 else tiles - 1 - j // 2  # into one contiguous range per thread, and a causal
+        h = task % kv_heads  # chunk's later tiles have more keys
+        r0 = tile_starts[tile]
+        n = tile_starts[tile + 1] - r0
+        seq = row_seq[r0]
+        lo = kv_starts[r0]
+        hi = kv_lens[r0]
+        for i in range(1, n):
+            lo = min(lo, kv_starts[r0 + i])
+            hi = max(hi, kv_lens[r0 + i])
+        width = hi - lo
+        # the tile's keys (transposed) and values, widened to float32 once for all its rows
+        keys = np.empty((dim, width), dtype=np.float32)
+        values = np.empty((width, dim), dtype=np.float32)
+        key_bits = keys.view(np.uint32)  # written through the bits, read as float32 (a C-contiguous array)
+        value_bits = values.view(np.uint32)
+        for c in range(width):
+            block = block_tables[seq, (lo + c) // block_size]
+            slot = (lo + c) % block_size
+            for d in range(dim):
+                key_bits[d, c] = np.uint32(k_bits[block, slot, h, d]) << shift
+                value_bits[c, d] = np.uint32(v_bits[block, slot, h, d]) << shift
+        probs = np.empty(width, dtype=np.float32)
+        summed = np.empty(dim, dtype=np.float32)
+        for i in range(n):
+            row = r0 + i
+            first = kv_starts[row] - lo
+            last = kv_lens[row] - lo
+            length = last - first
+            for g in range(group):
+                # every key's score summed over d = 0..D-1 in order, four d per pass over the keys
+                x = q[row, h, g]
+                p = probs[first:last]  # 1-D slices: numba's loop vectoriser takes these loops, not 2-D indexing
+                for c in range(length):
+                    p[c] = np.float32(0.0)
+                d = 0
+                while d + 4 <= dim:
+                    x0, x1, x2, x3 = x[d], x[d + 1], x[d + 2], x[d + 3]
+                    k0, k1, k2, k3 = keys[d, first:last], keys[d + 1, first:last], keys[d + 2, first:last], \
+                        keys[d + 3, first:last]
+                    for c in range(length):
+                        p[c] = (((p[c] + x0 * k0[c]) + x1 * k1[c]) + x2 * k2[c]) + x3 * k3[c]
+                    d += 4
+                while d < dim:
+                    x0, k0 = x[d], keys[d, first:last]
+                    for c in range(length):
+                        p[c] += x0 * k0[c]
+                    d += 1
+                # softmax over the row's own keys, in key order
+                peak = p[0] * scale
+                for c in range(length):
+                    p[c] = p[c] * scale
+                    peak = max(peak, p[c])
+                total = np.float32(0.0)
+                for c in range(length):
+                    e = np.exp(p[c] - peak)
+                    p[c] = e
+                    total += e
+                for c in range(length):
+                    p[c] /= total
+                # the weighted sum over keys in order, eight keys per pass over the features
+                for d in range(dim):
+                    summed[d] = np.float32(0.0)
+                c = 0
+                while c + 8 <= length:
+                    p0, p1, p2, p3, p4, p5, p6, p7 = p[c], p[c + 1], p[c + 2], p[c + 3], p[c + 4], p[c + 5], p[c + 6], \
+                        p[c + 7]
+                    v0, v1, v2, v3 = values[first + c], values[first + c + 1], values[first + c + 2], \
+                        values[first + c + 3]
+                    v4, v5, v6, v7 = values[first + c + 4], values[first + c + 5], values[first + c + 6], \
+                        values[first + c + 7]
+                    for d in range(dim):
+                        summed[d] = (((((((summed[d] + p0 * v0[d]) + p1 * v1[d]) + p2 * v2[d]) + p3 * v3[d])
+                                       + p4 * v4[d]) + p5 * v5[d]) + p6 * v6[d]) + p7 * v7[d]
+                    c += 8
+                while c < length:
+                    p0, v0 = p[c], values[first + c]
+                    for d in range(dim):
+                        summed[d] += p0 * v0[d]
+                    c += 1
+                o = out[row, h, g]
+                for d in range(dim):
+                    o[d] = summed[d]
+
+
+_kernel = njit(parallel=True, fastmath=False, cache=True)(rows_attention_jit_ready) if njit else None
+
+
+def query_tiles(row_seq: np.ndarray, tile: int = QUERY_TILE) -> np.ndarray:
+    """tile_starts for rows grouped by sequence (row_seq non-decreasing): runs of one sequence cut every `tile` rows."""
+    rows = len(row_seq)
+    starts = [0]
+    run_start = 0
+    for row in range(1, rows + 1):
+        if row == rows or row_seq[row] != row_seq[row - 1]:
+            starts.extend(range(run_start + tile, row, tile))
+            starts.append(row)
+            run_start = row
+    return np.asarray(starts if rows else [0], dtype=np.int64)
+
+
+def rows_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                         row_seq: torch.Tensor, kv_lens: torch.Tensor, tile_starts: torch.Tensor,
+                         window: int | None = None) -> torch.Tensor:
+    """q (rows, kv_heads, group, D), float32 or bfloat16 CPU tensors; returns the same shape and dtype.
+
+    Row r attends to the first kv_lens[r] positions of sequence row_seq[r] (block_tables[row_seq[r]]), or to
+    the last `window` of them (sliding-window layers).
+    """
+    if _kernel is None:
+        raise ImportError("the batch-invariant attention kernel needs numba; install it with: pip install numba==0.68.1")
+    assert q.dtype == k_cache.dtype == v_cache.dtype and q.dtype in (torch.float32, torch.bfloat16)
+    assert k_cache.is_contiguous() and v_cache.is_contiguous()
+    if q.dtype == torch.bfloat16:
+        k_bits = k_cache.view(torch.int16).numpy().view(np.uint16)  # the cache's own memory, no copy
+        v_bits = v_cache.view(torch.int16).numpy().view(np.uint16)
+        shift = np.uint32(16)
+    else:
+        k_bits = k_cache.view(torch.int32).numpy().view(np.uint32)
+        v_bits = v_cache.view(torch.int32).numpy().view(np.uint32)
+        shift = np.uint32(0)
+    queries = q.float().contiguous()
+    out = torch.empty_like(queries)
+    starts = torch.zeros_like(kv_lens) if window is None else (kv_lens - window).clamp(min=0)
+    args = (queries.numpy(), k_bits, v_bits, shift, np.ascontiguousarray(block_tables.numpy()), row_seq.numpy(),
+            kv_lens.numpy(), starts.numpy(), tile_starts.numpy(), np.float32(q.shape[-1] ** -0.5), out.numpy())
+    _kernel(*args)
+    return out.to(q.dtype)
