@@ -140,11 +140,17 @@ class DecoderLayer(nn.Module):
         """fn over the rows of x: in one call, or in tiles of `row_tile` rows (batch-invariant mode)."""
         return fn(x) if self.row_tile is None else row_tiles(x, fn, self.row_tile)
 
+    @staticmethod
+    def _linear(linear: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """linear(x), or in the batch-invariant mode its packed tile product (models/batch_invariant.py)."""
+        tiled = linear.__dict__.get("tile_linear")
+        return linear(x) if tiled is None else tiled(linear, x)
+
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
-        return self.qkv_proj(self.attn_norm(x))
+        return self._linear(self.qkv_proj, self.attn_norm(x))
 
     def _attention_out(self, attended: torch.Tensor) -> torch.Tensor:
-        out = self.o_proj(attended)
+        out = self._linear(self.o_proj, attended)
         return out if self.attn_out_norm is None else self.attn_out_norm(out)
 
     def _mlp_block(self, x: torch.Tensor) -> torch.Tensor:
@@ -153,10 +159,10 @@ class DecoderLayer(nn.Module):
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         """The gated MLP; without autograd a SiLU gate runs in place (no (tokens, intermediate) copies: same bits)."""
-        gate, up = self.gate_up_proj(x).split(self.spec.intermediate, -1)
+        gate, up = self._linear(self.gate_up_proj, x).split(self.spec.intermediate, -1)
         if self.act is F.silu and not torch.is_grad_enabled():
-            return self.down_proj(F.silu(gate, inplace=True).mul_(up))
-        return self.down_proj(self.act(gate) * up)
+            return self._linear(self.down_proj, F.silu(gate, inplace=True).mul_(up))
+        return self._linear(self.down_proj, self.act(gate) * up)
 
 
 def layer_windows(config) -> tuple[int | None, ...]:

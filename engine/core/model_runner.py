@@ -28,7 +28,7 @@ from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory, byt
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
 from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem
-from models.batch_invariant import ROW_TILE, row_tiles, set_batch_invariant
+from models.batch_invariant import ROW_TILE, row_tile_for, row_tiles, set_batch_invariant
 from tools.errors import DossierError, missing_dependency
 
 __all__ = ["ModelRunner", "kv_blocks_for_budget"]
@@ -64,7 +64,7 @@ class ModelRunner:
         if config.deterministic and not self.deterministic:
             log.warning("deterministic (batch-invariant) inference is built for the CPU only so far; on %s the "
                         "logits may depend on batching (run.json records deterministic: false)", self.device.type)
-        self.row_tile = ROW_TILE if self.deterministic else None
+        self.row_tile = row_tile_for(self.dtype) if self.deterministic else None
         set_batch_invariant(adapter, self.row_tile)
         if backend is None and self.deterministic:
             backend = _invariant_backend(config, shape, self.device, self.dtype)

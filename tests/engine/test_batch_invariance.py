@@ -171,8 +171,10 @@ def test_without_the_mode_the_same_runs_differ(tiny_llama, dtype):
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=NO_BF16)])
 def test_row_tiles_make_a_realistic_mlp_row_invariant(dtype):
     """SmolLM2-135M's MLP widths (the tiny models' matmuls are too small for the kernels to change blocking):
-    a row's output in a call of M rows equals the row computed alone for every M with tiles; without them the
+    a row's output in a call of M rows equals the row computed alone for every M with the mode's tiles (64 rows
+    in bf16, 16 in float32, through packed weights); without them the
     probe's Xeon varied at M = 64 and 100 (float32) and 64 (bf16) for the 1536 -> 576 projection."""
+    from models.batch_invariant import row_tile_for, set_batch_invariant
     from models.decoder import DecoderLayer, LayerSpec
 
     torch.manual_seed(0)
@@ -182,16 +184,17 @@ def test_row_tiles_make_a_realistic_mlp_row_invariant(dtype):
     torch.set_num_threads(2)
 
     def varying_rows(tile):
-        layer.row_tile = tile
+        set_batch_invariant(layer, tile)  # tiles of the mode's height, through weights packed for it
         alone = [layer._rows(layer._mlp_block, x[r:r + 1]) for r in range(0, 100, 7)]  # (1, hidden) each
         varying = set()
-        for rows in (16, 17, 33, 64, 100):
+        for rows in (16, 17, 33, 64, 65, 100):
             out = layer._rows(layer._mlp_block, x[:rows])
             varying |= {rows for i, r in enumerate(range(0, rows, 7)) if not torch.equal(out[r], alone[i][0])}
         return sorted(varying)
 
     with torch.inference_mode():
-        assert varying_rows(16) == [], "rows depend on how many share the call, even in tiles"
+        assert varying_rows(row_tile_for(layer.mlp_norm.weight.dtype)) == [], \
+            "rows depend on how many share the call, even in tiles"
         plain = varying_rows(None)
     if not plain:
         pytest.skip("plain calls happened to be row-invariant at these widths on this CPU: nothing to contrast")
@@ -240,3 +243,24 @@ def test_invariant_attention_kernel_gives_a_row_the_same_bits_in_any_tile(dtype,
                                               attn_mask=visible).transpose(0, 1)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     assert (reference.float().reshape(length, -1, dim) - expected).abs().max() < tolerance
+
+
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=NO_BF16)])
+def test_packed_tile_linear_is_the_linear_and_follows_weight_updates(dtype):
+    """The mode's packed weights give F.linear's product and are packed again when the weight changes in place
+    (a merged adapter) or is replaced (weights loaded later): stale packs would answer with the old model."""
+    from torch import nn
+
+    from models.batch_invariant import PackedTileLinear
+
+    torch.manual_seed(0)
+    linear = nn.Linear(96, 40).to(getattr(torch, dtype))
+    packed = PackedTileLinear(linear, 16)
+    x = torch.randn(16, 96, dtype=linear.weight.dtype)
+    tolerance = 1e-5 if dtype == "float32" else 3e-2
+    with torch.no_grad():
+        assert torch.allclose(packed(linear, x).float(), linear(x).float(), atol=tolerance)
+        linear.weight.mul_(2)
+        assert torch.allclose(packed(linear, x).float(), linear(x).float(), atol=tolerance), "in-place update"
+        linear.weight = nn.Parameter(torch.randn_like(linear.weight))
+        assert torch.allclose(packed(linear, x).float(), linear(x).float(), atol=tolerance * 4), "new weight"
