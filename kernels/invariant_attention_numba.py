@@ -75,12 +75,22 @@ def rows_attention_jit_ready(q, k_bits, v_bits, shift, block_tables, row_seq, kv
         values = np.empty((width, dim), dtype=np.float32)
         key_bits = keys.view(np.uint32)  # written through the bits, read as float32 (a C-contiguous array)
         value_bits = values.view(np.uint32)
-        for c in range(width):
-            block = block_tables[seq, (lo + c) // block_size]
-            slot = (lo + c) % block_size
-            for d in range(dim):
-                key_bits[d, c] = np.uint32(k_bits[block, slot, h, d]) << shift
-                value_bits[c, d] = np.uint32(v_bits[block, slot, h, d]) << shift
+        staged = np.empty((16, dim), dtype=np.uint32)  # sixteen key rows, widened, before their transpose
+        for c0 in range(0, width, 16):
+            m = min(16, width - c0)
+            for j in range(m):
+                block = block_tables[seq, (lo + c0 + j) // block_size]
+                slot = (lo + c0 + j) % block_size
+                k_row, v_row, v_out, k_staged = k_bits[block, slot, h], v_bits[block, slot, h], value_bits[c0 + j], \
+                    staged[j]
+                for d in range(dim):
+                    k_staged[d] = np.uint32(k_row[d]) << shift
+                for d in range(dim):
+                    v_out[d] = np.uint32(v_row[d]) << shift
+            for d in range(dim):  # the transpose, in cache: contiguous writes
+                k_out = key_bits[d, c0:c0 + m]
+                for j in range(m):
+                    k_out[j] = staged[j, d]
         probs = np.empty(width, dtype=np.float32)
         summed = np.empty(dim, dtype=np.float32)
         for i in range(n):
