@@ -342,10 +342,10 @@ def judge_row(table: Table, row: Row, root: Path, threads: int, archive: Path | 
         return
     _say(f"{table.name} / {row.id}: judging {len(missing)} answers with {spec.model} ({spec.quantization}, "
          f"{spec.dtype}); {len(set(asked)) - len(missing)} already in the cache")
-    engine = {"dtype": spec.dtype, "cpu_threads": threads, **({"quantization": spec.quantization} if spec.quantization
-                                                          else {})}
+    engine = {"dtype": spec.dtype, "cpu_threads": threads, "deterministic": True,  # verdicts not batch-dependent
+              **({"quantization": spec.quantization} if spec.quantization else {})}
     segment = {"step": "judge", "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_start": _loadavg(),
-               "cores": os.cpu_count(), "commit": _commit(), "judge": spec.model}
+               "cores": os.cpu_count(), "commit": _commit(), "judge": spec.model, "deterministic": True}
     began = time.perf_counter()
     try:
         _, stats = prejudge(asked, BatchedJudge(spec.model, engine), cache)

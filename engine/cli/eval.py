@@ -46,6 +46,12 @@ eval_app = typer.Typer(
 GoldOpt = Annotated[Path | None, typer.Option("--gold", "-g", help="Gold questions JSONL (canonical format).")]
 
 
+JudgeDeterministicOpt = Annotated[bool, typer.Option(
+    "--judge-deterministic/--no-judge-deterministic",
+    help="Run the judge batch-invariant (CPU): a verdict does not depend on which items shared its batch, so a "
+         "re-scored run gets the same verdicts (docs/determinism.md); slower at prefill.")]
+
+
 @eval_app.command("score")
 def score(
     source: Annotated[Path, typer.Argument(help="A run directory (run.json + predictions.jsonl) or a predictions JSONL.")],
@@ -65,6 +71,7 @@ def score(
                                                           "no correction, the raw judge accuracy is shown.")] = None,
     judge_quantization: Annotated[str | None, typer.Option(help="Quantise the judge's linears at load: int8 or "
                                                                 "int4 on a CPU (see `dossier bench quant`).")] = None,
+    judge_deterministic: JudgeDeterministicOpt = True,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write report.json/.md/.html and items.jsonl here "
                                               "(default for a run directory: RUN_DIR/eval).")] = None,
     q0: Annotated[float, typer.Option(help="Judge specificity for the Rogan-Gladen correction.")] = 1.0,
@@ -115,7 +122,7 @@ def score(
     if judge:
         from engine.eval.judging import BatchedJudge, JudgeCache, items_to_judge, prejudge
 
-        batched = BatchedJudge(judge, {"quantization": judge_quantization} if judge_quantization else {})
+        batched = BatchedJudge(judge, _judge_engine(judge_quantization, judge_deterministic))
         asked = items_to_judge(inputs.questions, inputs.predictions)
         cache = JudgeCache(out / "judge_cache.jsonl" if out else None)
         if fmt is OutputFormat.human:  # a bar on a terminal, a plain line every few seconds in a log
@@ -336,6 +343,7 @@ def calibrate_judge(
                                               "label (batched, cached next to --out).")] = None,
     judge_quantization: Annotated[str | None, typer.Option(help="Quantise the judge at load: int8 or int4 on a "
                                                                 "CPU.")] = None,
+    judge_deterministic: JudgeDeterministicOpt = True,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibration JSON here, for "
                                               "`dossier eval RUN --judge MODEL --calibration FILE`.")] = None,
     fmt: FormatOpt = OutputFormat.human,
@@ -369,7 +377,7 @@ def calibrate_judge(
 
         todo = [JudgeItem.of(i["question"], i["gold"], i["answer"]) for i in items if "judge" not in i]
         cache = JudgeCache(out.with_name(out.stem + ".judge_cache.jsonl") if out else None)
-        batched = BatchedJudge(judge, {"quantization": judge_quantization} if judge_quantization else {})
+        batched = BatchedJudge(judge, _judge_engine(judge_quantization, judge_deterministic))
         verdict_of, stats = prejudge(todo, batched, cache)
         for item in items:
             if "judge" not in item:
@@ -408,3 +416,8 @@ def calibrate_judge(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(eval_app, name="eval")
+
+
+def _judge_engine(quantization: str | None, deterministic: bool) -> dict:
+    """The judge engine's EngineConfig fields from the command line."""
+    return {"deterministic": deterministic} | ({"quantization": quantization} if quantization else {})

@@ -145,7 +145,7 @@ def test_judge_flag_scores_semantic_accuracy_on_the_engine(tmp_path, monkeypatch
     batches = []
 
     def judge_all(self, items, on_verdict):  # the engine's part, replaced: every judged answer is partial
-        batches.append((self.model, len(items)))
+        batches.append((self.model, len(items), self.engine_kwargs.get("deterministic")))
         for item in items:
             on_verdict(item, Verdict.partial, '{"verdict": "partial"}')
 
@@ -157,4 +157,7 @@ def test_judge_flag_scores_semantic_accuracy_on_the_engine(tmp_path, monkeypatch
     assert result.exit_code == 0, result.output
     # raw (1 + 1 + .5 + .5) / 4 = .75, corrected .75 / .98 = 76.5%
     assert "76.5%" in result.output and "2 judge calls" in result.output
-    assert batches == [("some-model", 2)]  # both answers in one batch
+    assert batches == [("some-model", 2, True)]  # both answers in one batch, batch-invariant by default
+    runner.invoke(app, ["eval", str(preds), "--gold", str(gold), "--judge", "some-model", "--bootstrap", "0",
+                        "--no-judge-deterministic"])
+    assert batches[-1] == ("some-model", 2, False)
