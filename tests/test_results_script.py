@@ -223,7 +223,7 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
 
     class ScriptedJudge:
         def __init__(self, model, engine_kwargs):
-            assert engine_kwargs == {"dtype": "float32", "cpu_threads": 1, "quantization": "int8"}
+            assert engine_kwargs == {"dtype": "float32", "cpu_threads": 1, "quantization": "int8", "deterministic": True}
             EngineConfig(**engine_kwargs)  # real fields of the engine's config
             self.model, self.unparsed = model, 0
 
