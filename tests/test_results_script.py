@@ -55,6 +55,16 @@ def test_tables_are_consistent():
     assert {"madqa-sample", "dtypes-sample", "qguide-sample", "mudabench-sample"} <= set(results.TABLES)
 
 
+def test_the_dtypes_reference_row_says_it_is_a_dequantised_q4_k_m():
+    """Issue 50: the 'float32, no quantisation' row was the packaged Q4_K_M GGUF dequantised; the label and the
+    table's notes say what it is."""
+    table = results.TABLES["dtypes-sample"]
+    reference = next(row for row in table.rows if row.name == table.reference)
+    assert "dequantised" in reference.label and "Q4_K_M" in reference.label
+    assert "no quantisation" not in reference.label
+    assert any("Q4_K_M" in note and "unquantised" in note for note in table.notes)
+
+
 def test_check_rescores_a_stored_run_to_the_same_figures(tmp_path, tiny_table, capsys):
     root, docs = tmp_path / "runs", tmp_path / "docs"
     _store_run(root, "sample", "a-run", ["48,250", "Ana Ruiz", "$25"])
