@@ -118,7 +118,7 @@ def _start_run(spec: RunSpec, live: LiveProgress | None, echo: Callable[[str], N
     if hasattr(engine, "pool_line"):
         echo(engine.pool_line())  # how much conversation the pool holds, and where its size came from
     meta["observe"] = settings.observe  # what "auto" became for this model
-    meta["deterministic"] = bool(getattr(getattr(engine, "runner", None), "deterministic", False))  # False on a GPU
+    meta["deterministic"] = bool(getattr(getattr(engine, "runner", None), "deterministic", False))  # what ran
     write_run_json(spec.out, meta)
     progress = progress_callback(live, len(items))
     summary = RolloutRunner(backend, settings, env, spec.out, spec.concurrency, progress=progress).run(items)

@@ -43,8 +43,9 @@ def _run_options(
     threads: ThreadsOpt = THREADS,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
-        help="Batch-invariant inference (CPU): an episode's answers do not depend on --concurrency, chunking, the "
-             "prefix cache or a resume, at a cost in speed (docs/determinism.md); recorded in run.json.")] = True,
+        help="Batch-invariant inference (CPU; CUDA built but not yet run on a GPU): an episode's answers do not "
+             "depend on --concurrency, chunking, the prefix cache or a resume, at a cost in speed "
+             "(docs/determinism.md); recorded in run.json.")] = True,
     ray: Annotated[str | None, typer.Option(help="Run on a Ray cluster: 'local' starts one on this machine, 'auto' joins "
                                                  "the one `ray start --head` made here, or HOST:PORT of its head. "
                                                  "Needs: " + pip_extra("ray") + ".")] = None,

@@ -17,7 +17,7 @@ import torch
 from engine.core.attention import AttentionBackend, AttentionMetadata, _common
 from engine.core.step_layout import StepLayout
 
-__all__ = ["FlashAttnBackend", "TritonBackend"]
+__all__ = ["FlashAttnBackend", "InvariantTritonBackend", "TritonBackend"]
 
 
 class _PagedGpuBackend(AttentionBackend):
@@ -85,6 +85,32 @@ class TritonBackend(_PagedGpuBackend):
             return kernels.paged_decode(q, k_cache, v_cache, meta.context_lens, meta.block_tables,
                                         split_len=meta.split_len, max_splits=meta.max_splits,
                                         workspace=meta.workspace, window=window or 0, block_n=kernels.DECODE_BLOCK_N)
+        return kernels.paged_prefill(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens, meta.block_tables,
+                                     meta.max_q_len, window=window or 0, block_m=kernels.PREFILL_BLOCK_M,
+                                     block_n=kernels.PREFILL_BLOCK_N)
+
+
+class InvariantTritonBackend(TritonBackend):
+    """The batch-invariant mode's attention on a GPU: every row through the varlen kernel, decode rows too.
+
+    The varlen kernel (`paged_prefill`) folds a row's keys in tiles of PREFILL_BLOCK_N anchored at key 0, in
+    order, with fixed tile shapes: the tiles a row's chunking adds before its window or after its position are
+    fully masked for that row, and folding a fully masked tile leaves the online softmax's maximum, total and
+    sum unchanged bit for bit (scale 1, terms 0). So a row's output does not depend on its chunk, its tile or
+    the step's other rows. The split-K decode kernel sums in splits sized by the batch: not used here, and
+    neither are CUDA graphs (they replay that kernel). tests/engine/test_triton_engine.py checks it under
+    TRITON_INTERPRET=1 on the CPU; on a GPU `tl.dot`'s per-element order is the hardware's, the same for every
+    row of a fixed tile shape.
+    """
+
+    graphs = False
+
+    def metadata(self, tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
+        return _PagedGpuBackend.metadata(self, tensors, layout)  # no decode plan: decode rows are chunks of one
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                v_cache: torch.Tensor, meta: AttentionMetadata, window: int | None) -> torch.Tensor:
+        kernels = self.kernels
         return kernels.paged_prefill(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens, meta.block_tables,
                                      meta.max_q_len, window=window or 0, block_m=kernels.PREFILL_BLOCK_M,
                                      block_n=kernels.PREFILL_BLOCK_N)

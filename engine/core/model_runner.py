@@ -10,10 +10,10 @@ and sends what the backend needs in one copy. Logits are computed only for the r
 The cache holds one block more than the block manager hands out: a scratch block that padding
 rows of a CUDA-graph batch write to and read from, so they never touch a real sequence's KV.
 
-`EngineConfig.deterministic` (CPU): the batch-invariant mode. The adapter's row-wise work runs in
-fixed tiles (models/batch_invariant.py), attention through `InvariantNumbaBackend`, and the logits
-in tiles too, so a sequence's logits depend only on its own tokens. On a GPU the mode is not built
-yet: the runner warns and runs as usual (`deterministic` is then False).
+`EngineConfig.deterministic`: the batch-invariant mode. The adapter's row-wise work runs in fixed
+tiles (models/batch_invariant.py), attention through `InvariantNumbaBackend` on the CPU or
+`InvariantTritonBackend` on CUDA (no CUDA graphs), and the logits in tiles too, so a sequence's logits
+depend only on its own tokens. Other devices: the runner warns and runs as usual (`deterministic` False).
 """
 
 import logging
@@ -60,11 +60,13 @@ class ModelRunner:
         self.device = next(adapter.parameters()).device
         self.dtype = adapter.dtype
         self.block_size = config.block_size
-        self.deterministic = config.deterministic and self.device.type == "cpu"
+        self.deterministic = config.deterministic and self.device.type in ("cpu", "cuda")
         if config.deterministic and not self.deterministic:
-            log.warning("deterministic (batch-invariant) inference is built for the CPU only so far; on %s the "
+            log.warning("deterministic (batch-invariant) inference is built for the CPU and CUDA; on %s the "
                         "logits may depend on batching (run.json records deterministic: false)", self.device.type)
-        self.row_tile = row_tile_for(self.dtype) if self.deterministic else None
+        if self.deterministic and self.device.type == "cuda":
+            _cuda_deterministic()
+        self.row_tile = row_tile_for(self.dtype, self.device.type) if self.deterministic else None
         set_batch_invariant(adapter, self.row_tile)
         if backend is None and self.deterministic:
             backend = _invariant_backend(config, shape, self.device, self.dtype)
@@ -182,13 +184,37 @@ class ModelRunner:
         return self.adapter.compute_logits(hidden).float()
 
 
+def _cuda_deterministic() -> None:
+    """torch's deterministic algorithms where they apply (index_add, scatter, ...) and cuBLAS's fixed workspace.
+
+    Each fixed-shape product is then computed the same way every call; batch invariance itself comes from the
+    row tiles and the attention backend. The workspace variable must be set before cuBLAS makes its handle.
+    """
+    import os
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
 def _invariant_backend(config: EngineConfig, shape: ModelShape, device: torch.device,
                        dtype: torch.dtype) -> AttentionBackend:
-    """The batch-invariant CPU attention: every query row through the numba kernel (float32 or bfloat16)."""
+    """The batch-invariant attention: on the CPU every query row through the numba kernel (float32 or bfloat16);
+    on CUDA (or with attention_backend "triton", e.g. interpreted on the CPU) every row through the Triton
+    varlen kernel (`InvariantTritonBackend`)."""
     import importlib.util
 
     from engine.core.attention_cpu import InvariantNumbaBackend
 
+    if device.type == "cuda" or config.attention_backend == "triton":
+        if importlib.util.find_spec("triton") is None:
+            raise missing_dependency("triton", "pip install triton")
+        from engine.core.attention_gpu import InvariantTritonBackend
+
+        if config.attention_backend not in ("auto", "triton"):
+            raise DossierError(f"deterministic inference on a GPU attends through the Triton varlen kernel; "
+                               f"attention_backend {config.attention_backend!r} cannot be batch-invariant (use "
+                               f"'auto' or 'triton', or turn --no-deterministic)")
+        return InvariantTritonBackend(shape, config.block_size, device, dtype)
     if config.attention_backend not in ("auto", "numba"):
         raise DossierError(f"deterministic inference attends through the numba kernel; attention_backend "
                            f"{config.attention_backend!r} cannot be batch-invariant (use 'auto', or turn "
