@@ -6,15 +6,16 @@ the number of rows M, so a token's output bits depend on how many other tokens w
 M = 33, 64, 100, 257 ... for most shapes). Elementwise transcendental ops (SiLU,
 tanh) are vectorised except for a tail the thread split decides, which moves with M too.
 
-The cure used here: the row-wise parts of a layer run on tiles of exactly `ROW_TILE` rows, the last one
-padded with zero rows. Every call then has the same shape, the kernels take the same path every time,
-and a row's bits depend only on its own inputs, at a fixed thread count (the probe found 1 and 2
-threads differ for some shapes, so the engine fixes the count in this mode). Tiles of 16 rows cost
-least where it matters most, decode (one to a few rows per sequence): in bf16 on the AMX Xeon
-1.0-1.4x plain `F.linear` at one row, but 3.5-5.6x at 512 rows (prefill).
+The cure used here: the row-wise parts of a layer run on tiles of exactly `row_tile_for(dtype)` rows,
+the last one padded with zero rows. Every call then has the same shape, the kernels take the same path
+every time, and a row's bits depend only on its own inputs, at a fixed thread count (the probe found 1
+and 2 threads differ for some shapes, so the engine fixes the count in this mode). The linears run on
+weights packed once for the tile height (`PackedTileLinear`): plain `F.linear` repacks the weight on every
+call, which made 16-row tiles 3.5-5.6x one call at 512 rows in bf16.
 
-int8 (`Int8DynamicLinear.exact`) needs no tile for its product: each row gets its own scale and the
-int8 x int8 product accumulates exactly in int32, so the order of the sum cannot matter.
+int8 (`Int8DynamicLinear.set_exact`) needs no tile for its product: with the activation range pinned to
+[-1, 1] each row's codes are its own and the int8 products sum exactly in int32, so the decoder calls it on
+all rows at once (`height_invariant`); only the norms and the gate around it run in tiles.
 
     from models.batch_invariant import ROW_TILE, row_tiles, set_batch_invariant
     set_batch_invariant(adapter, ROW_TILE)   # the engine does this when EngineConfig.deterministic

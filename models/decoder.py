@@ -121,7 +121,7 @@ class DecoderLayer(nn.Module):
         spec, tokens = self.spec, x.shape[0]
         heads, kv_heads, head_dim = spec.heads, spec.kv_heads, spec.head_dim
         cos, sin = cos_sin  # (tokens, 1, rotary_dim)
-        qkv = self._rows(self._qkv, x)  # (tokens, (heads + 2 kv_heads) * head_dim)
+        qkv = self._qkv(x)  # (tokens, (heads + 2 kv_heads) * head_dim)
         if self.q_norm is None:
             qk, v = qkv.split([(heads + kv_heads) * head_dim, kv_heads * head_dim], -1)
             qk = rotary.rotate(qk.view(tokens, heads + kv_heads, head_dim), cos, sin)  # q and k in one op
@@ -133,36 +133,42 @@ class DecoderLayer(nn.Module):
         if self.q_scale is not None:
             q = q * self.q_scale
         attended = attention(self.index, q, k, v.view(tokens, kv_heads, head_dim), window=self.window)
-        x = x + self._rows(self._attention_out, attended.reshape(tokens, heads * head_dim))
-        return x + self._rows(self._mlp_block, x)
+        x = x + self._attention_out(attended.reshape(tokens, heads * head_dim))
+        return x + self._mlp_block(x)
 
-    def _rows(self, fn, x: torch.Tensor) -> torch.Tensor:
-        """fn over the rows of x: in one call, or in tiles of `row_tile` rows (batch-invariant mode)."""
-        return fn(x) if self.row_tile is None else row_tiles(x, fn, self.row_tile)
+    def _each(self, op, x: torch.Tensor) -> torch.Tensor:
+        """op over the rows of x: in one call, or in tiles of `row_tile` rows (batch-invariant mode)."""
+        return op(x) if self.row_tile is None else row_tiles(x, op, self.row_tile)
 
-    @staticmethod
-    def _linear(linear: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """linear(x), or in the batch-invariant mode its packed tile product (models/batch_invariant.py)."""
+    def _project(self, linear: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """linear(x); in the batch-invariant mode in tiles through its packed weight, or in one call when the
+        linear's rows are invariant at any height by construction (`height_invariant`: int8 with a pinned range)."""
+        if self.row_tile is None or getattr(linear, "height_invariant", False):
+            return linear(x)
         tiled = linear.__dict__.get("tile_linear")
-        return linear(x) if tiled is None else tiled(linear, x)
+        return row_tiles(x, linear if tiled is None else lambda rows: tiled(linear, rows), self.row_tile)
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
-        return self._linear(self.qkv_proj, self.attn_norm(x))
+        return self._project(self.qkv_proj, self._each(self.attn_norm, x))
 
     def _attention_out(self, attended: torch.Tensor) -> torch.Tensor:
-        out = self._linear(self.o_proj, attended)
-        return out if self.attn_out_norm is None else self.attn_out_norm(out)
+        out = self._project(self.o_proj, attended)
+        return out if self.attn_out_norm is None else self._each(self.attn_out_norm, out)
 
     def _mlp_block(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.mlp(self.mlp_norm(x))
-        return out if self.mlp_out_norm is None else self.mlp_out_norm(out)
+        out = self.mlp(self._each(self.mlp_norm, x))
+        return out if self.mlp_out_norm is None else self._each(self.mlp_out_norm, out)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         """The gated MLP; without autograd a SiLU gate runs in place (no (tokens, intermediate) copies: same bits)."""
-        gate, up = self._linear(self.gate_up_proj, x).split(self.spec.intermediate, -1)
+        gate_up = self._project(self.gate_up_proj, x)
+        return self._project(self.down_proj, self._each(self._gate, gate_up))
+
+    def _gate(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.split(self.spec.intermediate, -1)
         if self.act is F.silu and not torch.is_grad_enabled():
-            return self._linear(self.down_proj, F.silu(gate, inplace=True).mul_(up))
-        return self._linear(self.down_proj, self.act(gate) * up)
+            return F.silu(gate, inplace=True).mul_(up)
+        return self.act(gate) * up
 
 
 def layer_windows(config) -> tuple[int | None, ...]:

@@ -185,10 +185,10 @@ def test_row_tiles_make_a_realistic_mlp_row_invariant(dtype):
 
     def varying_rows(tile):
         set_batch_invariant(layer, tile)  # tiles of the mode's height, through weights packed for it
-        alone = [layer._rows(layer._mlp_block, x[r:r + 1]) for r in range(0, 100, 7)]  # (1, hidden) each
+        alone = [layer._mlp_block(x[r:r + 1]) for r in range(0, 100, 7)]  # (1, hidden) each
         varying = set()
         for rows in (16, 17, 33, 64, 65, 100):
-            out = layer._rows(layer._mlp_block, x[:rows])
+            out = layer._mlp_block(x[:rows])
             varying |= {rows for i, r in enumerate(range(0, rows, 7)) if not torch.equal(out[r], alone[i][0])}
         return sorted(varying)
 
@@ -264,3 +264,37 @@ def test_packed_tile_linear_is_the_linear_and_follows_weight_updates(dtype):
         assert torch.allclose(packed(linear, x).float(), linear(x).float(), atol=tolerance), "in-place update"
         linear.weight = nn.Parameter(torch.randn_like(linear.weight))
         assert torch.allclose(packed(linear, x).float(), linear(x).float(), atol=tolerance * 4), "new weight"
+
+
+@NO_INT8
+def test_int8_with_a_pinned_range_gives_a_row_the_same_bits_at_any_height():
+    """Int8DynamicLinear in the mode: the activation range pinned to [-1, 1] by two extra rows, so a row's codes
+    and exact int32 sums are its own whatever the call's height or thread count (the decoder then calls it
+    untiled); without the pin FBGEMM's one-range-per-call quantisation moves rows."""
+    from torch import nn
+
+    from models.int_linear import Int8DynamicLinear
+
+    torch.manual_seed(0)
+    linear = Int8DynamicLinear(nn.Linear(576, 1536))
+    x = torch.randn(300, 576) * torch.rand(300, 1) * 3
+    x[::5] = x[::5].abs()  # rows with no negative value: alone, their range is not [-1, 1]
+    picks = range(0, 300, 23)
+
+    def varying(pinned: bool) -> set[int]:
+        linear.set_exact(pinned)
+        alone = {r: linear(x[r:r + 1])[0] for r in picks}
+        moved = set()
+        for threads in (2, 1):
+            torch.set_num_threads(threads)
+            for rows in (2, 16, 65, 300):
+                out = linear(x[:rows])
+                moved |= {rows for r in picks if r < rows and not torch.equal(out[r], alone[r])}
+        torch.set_num_threads(2)
+        return moved
+
+    try:
+        assert varying(True) == set(), "pinned int8 rows depend on the call's height"
+        assert varying(False), "the unpinned path was expected to move some row (else this test shows nothing)"
+    finally:
+        linear.set_exact(False)
