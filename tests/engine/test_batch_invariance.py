@@ -171,7 +171,7 @@ def test_without_the_mode_the_same_runs_differ(tiny_llama, dtype):
 @pytest.mark.parametrize("dtype", ["float32", pytest.param("bfloat16", marks=NO_BF16)])
 def test_row_tiles_make_a_realistic_mlp_row_invariant(dtype):
     """SmolLM2-135M's MLP widths (the tiny models' matmuls are too small for the kernels to change blocking):
-    a row's output in a call of M rows equals the row computed alone for every M with the mode's tiles (64 rows
+    a row's output in a call of M rows equals the row computed alone for every M with the mode's tiles (32 rows
     in bf16, 16 in float32, through packed weights); without them the
     probe's Xeon varied at M = 64 and 100 (float32) and 64 (bf16) for the 1536 -> 576 projection."""
     from models.batch_invariant import row_tile_for, set_batch_invariant
