@@ -63,6 +63,7 @@ class ServeWorkload:
     mode: str = "text"  # "text" (every server) or "tools" (dossier and llamacpp: MADQA's OpenAI tools)
     dtype: str = "auto"  # dossier serve --dtype
     quantization: str | None = None  # dossier serve --quantization (None, int4, int8, nf4)
+    deterministic: bool = False  # dossier serve --deterministic (the batch-invariant mode, docs/determinism.md)
 
 
 def _free_port() -> int:
@@ -134,6 +135,8 @@ def start_dossier(model: str, workload: ServeWorkload) -> Server:
                "--kv-cache-gib", str(workload.kv_cache_gib), "--dtype", workload.dtype]
     if workload.quantization:
         command += ["--quantization", workload.quantization]
+    if workload.deterministic:
+        command.append("--deterministic")
     return Server("dossier serve", command, _env(workload.threads), "bench")
 
 

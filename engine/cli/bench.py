@@ -63,6 +63,10 @@ def bench_engine(
     dtype: DtypeOpt = DTYPE,
     block_size: Annotated[int, typer.Option(help="Tokens per KV block (flash-attn needs a multiple of 256).")] = 16,
     quantization: QuantizationOpt = None,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic/--no-deterministic",
+        help="Run Dossier's engine in the batch-invariant mode (off by default; `python -m "
+             "benchmarks.bench_deterministic` times both modes in one run: docs/determinism.md).")] = False,
     vllm: Annotated[bool, typer.Option("--vllm", help="Also run vLLM with prefix caching (GPU, vllm installed).")] = False,
     vllm_python: Annotated[
         str | None,
@@ -118,6 +122,7 @@ def bench_engine(
     config = EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
         dtype=dtype, block_size=block_size, quantization=quantization, cpu_threads=threads,
+        deterministic=deterministic,
     )
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     load_before = os.getloadavg()[0]

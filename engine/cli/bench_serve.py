@@ -42,6 +42,10 @@ def bench_serve(
                                              "printed).")] = "given",
     dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = None,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic/--no-deterministic",
+        help="Run dossier serve in the batch-invariant mode (off by default, as `dossier serve`; its cost: "
+             "docs/determinism.md).")] = False,
     mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
                                            "OpenAI tools (dossier and llamacpp: transformers serve ignores "
                                            "tool_choice).")] = "text",
@@ -84,7 +88,7 @@ def bench_serve(
     if (corpus is None) != (questions is None):
         raise DossierError("give --corpus and --questions together (or neither, for the sample suite)")
     workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads_each, kv_cache_gib,
-                             mode, dtype, quantization)
+                             mode, dtype, quantization, deterministic)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     result = run_serve_benchmark(model, workload, None if corpus is None else str(corpus),
                                  None if questions is None else str(questions), chosen, progress, orders=orders)

@@ -164,3 +164,15 @@ def test_the_peer_models_temporary_folder_is_removed_when_the_benchmark_ends(tmp
     assert config["architectures"] == ["LlamaForCausalLM"]
     assert not folder.exists() and list(scratch.iterdir()) == []  # ... and it is gone, with the server's log
     assert (model / "model.safetensors").read_bytes() == b"weights"  # the symlinks' targets stay
+
+
+def test_the_dossier_server_runs_batch_invariant_only_when_asked(monkeypatch):
+    """`dossier bench serve --deterministic` starts `dossier serve --deterministic`; by default the server runs as
+    `dossier serve` does, without the mode (issue 48: the cost is measured with and without it)."""
+    import benchmarks.serve_bench as bench
+
+    commands = []
+    monkeypatch.setattr(bench, "Server", lambda name, command, env, served: commands.append(command))
+    bench.start_dossier("default", bench.ServeWorkload())
+    bench.start_dossier("default", bench.ServeWorkload(deterministic=True))
+    assert "--deterministic" not in commands[0] and commands[1][-1] == "--deterministic"
