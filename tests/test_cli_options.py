@@ -36,7 +36,10 @@ EXCEPTIONS = {
         "retrieval-eval": "where BM25 is scored, as in search",
     },
     "--dtype": {"bench maxsim": "the page vectors' storage, not a model's dtype"},
-    "--deterministic": {"serve": "off: a server trades batch invariance for speed unless asked (docs/determinism.md)"},
+    "--deterministic": {"serve": "off: a server trades batch invariance for speed unless asked (docs/determinism.md)",
+                        "bench engine": "off: the engine's speed figures are the default mode's; the mode is measured "
+                                        "apart (benchmarks/bench_deterministic.py)",
+                        "bench serve": "off, as `dossier serve`"},
     "--model": {"retrieval-eval": "optional: without it no model writes the first queries"},
     "--k": {"bench serve": "3 pages: the documented workload"},
     "--max-iterations": {"bench serve": "4 turns: the documented workload"},
