@@ -165,7 +165,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "were not archived) gave bm25 5/20, guided 8/20, rag 17/20, oracle 18/20 and closed-book 4/20: up to "
                  "two questions a row from these. Greedy decoding in other arithmetic (SIMD width, thread count) parts "
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
-                 "the claim's verdict is the same on both machines.",)),
+                 "the claim's verdict is the same on both machines.",
+                 "The rows below ran before the batch-invariant mode (no `deterministic` in their run.json). Four of "
+                 "them were re-run twice in the mode on 2026-12-06 (commit e6dae8c, the AMX Xeon, 2 threads, each "
+                 "pass from an empty root): bm25 4/20, rag 17/20, oracle 17/20 (Page F1 0.650), closed-book 3/20, "
+                 "and in each row the two passes' predictions were identical (20/20, wall time aside). Those runs "
+                 "are not archived here; guided, filesearch and rlm were not re-run. Across CPU kinds (AVX2 vs "
+                 "AVX-512/AMX) the mode's row tiles take other kernels, so its answers may still differ there "
+                 "(not measured: one CPU kind was at hand).")),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
           "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE,
           effort_row="bm25", verdict=NUMERIC,
