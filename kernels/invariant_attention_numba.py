@@ -8,8 +8,8 @@ not by measurement:
 - every sum is written as a loop in one fixed order (a score over d = 0..D-1; the softmax's peak and
   total, and the weighted sum of values, over keys start..position-1), with fastmath off, so the
   compiler may neither reassociate nor fuse a multiply and an add into an FMA. The loops that are
-  vectorised run over independent outputs (16 keys' scores, D output features), which changes no
-  element's arithmetic: IEEE float32 fixes each result bit for bit;
+  vectorised run over independent outputs (all of a row's key scores for one d, the D output features
+  for one key), which changes no element's arithmetic: IEEE float32 fixes each result bit for bit;
 - the caches are widened to float32 (bf16: `bits << 16`, exact) and every product and sum is float32;
 - work is split over (tile of query rows of one sequence, KV head): a prefill chunk's rows share each
   widened key tile (keys are read once per tile of rows, not once per row, the cost that made the mode's
@@ -58,9 +58,9 @@ def rows_attention_jit_ready(q, k_bits, v_bits, shift, block_tables, row_seq, kv
     block_size = k_bits.shape[1]
     tiles = tile_starts.shape[0] - 1
     for task in prange(tiles * kv_heads):
-        j = task // kv_heads  # tiles in the order first, last, second, second-to-last, ...: numba splits the tasks
-        tile = j // 2 if j % 2 == 0 else tiles - 1 - j // 2  # into one contiguous range per thread, and a causal
-        h = task % kv_heads  # chunk's later tiles have more keys
+        order = task // kv_heads  # tiles in the order first, last, second, second-to-last, ...: numba splits the
+        tile = order // 2 if order % 2 == 0 else tiles - 1 - order // 2  # tasks into one contiguous range per
+        h = task % kv_heads  # thread, and a causal chunk's later tiles have more keys
         r0 = tile_starts[tile]
         n = tile_starts[tile + 1] - r0
         seq = row_seq[r0]
@@ -159,15 +159,10 @@ _kernel = njit(parallel=True, fastmath=False, cache=True)(rows_attention_jit_rea
 
 def query_tiles(row_seq: np.ndarray, tile: int = QUERY_TILE) -> np.ndarray:
     """tile_starts for rows grouped by sequence (row_seq non-decreasing): runs of one sequence cut every `tile` rows."""
-    rows = len(row_seq)
-    starts = [0]
-    run_start = 0
-    for row in range(1, rows + 1):
-        if row == rows or row_seq[row] != row_seq[row - 1]:
-            starts.extend(range(run_start + tile, row, tile))
-            starts.append(row)
-            run_start = row
-    return np.asarray(starts if rows else [0], dtype=np.int64)
+    rows = np.arange(len(row_seq))
+    run_starts = np.flatnonzero(np.r_[True, row_seq[1:] != row_seq[:-1]]) if len(row_seq) else rows
+    run_of_row = run_starts[np.searchsorted(run_starts, rows, side="right") - 1]
+    return np.r_[rows[(rows - run_of_row) % tile == 0], len(row_seq)].astype(np.int64)
 
 
 def rows_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,

@@ -13,7 +13,8 @@ row, prefill or decode, through one kernel (`kernels/invariant_attention_numba.p
 softmax and weighted sum go over keys 0..position in one fixed order and depend only on its query and
 its sequence's cache, never on the chunking, the step's other rows or whether the prefix came from the
 cache. A prefill chunk's rows share each key tile the kernel widens, so keys are read once per tile of
-rows; at 300-token prefills the kernel is still ~4x slower than torch's flash SDPA (float32) on the AMX Xeon.
+rows; at 300-token prefills the kernel is still 2.3-2.6x slower than torch's SDPA in float32 and 4-6x in
+bf16 on the AMX Xeon (docs/determinism.md).
 """
 
 from __future__ import annotations
