@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts import their neighbours by bare name
 from results_common import (  # noqa: E402  (the helpers results_learning.py shares)
-    ARCHIVE, INT8, JudgeSpec, LOCAL_JUDGE, NUMERIC, QUIET_MODEL, ROOT, TURNS, VERDICT_TEXT, _auto_dtype, _call,
+    ARCHIVE, INT8, JudgeSpec, FINANCEBENCH_JUDGE, NUMERIC, QUIET_MODEL, ROOT, TURNS, VERDICT_TEXT, _auto_dtype, _call,
     _commit, _done, _dossier, _loadavg, _num, _questions_count, _read_json, _round, _row_inputs, _say, _write_json,
     accuracy_columns, archive_run, figures_rows, merge_verdicts, min_discordant, model_record, prepare_suite,
     printed, restore_run, row_figures, score_row, scored, suite_paths, tried_status,
@@ -174,7 +174,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "AVX-512/AMX) the mode's row tiles take other kernels, so its answers may still differ there "
                  "(not measured: one CPU kind was at hand).")),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
-          "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=LOCAL_JUDGE,
+          "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=FINANCEBENCH_JUDGE,
           effort_row="bm25", verdict=NUMERIC,
           notes=("filesearch keeps OpenAI file search's defaults (20 chunks of 800 tokens), so each question is a "
                  "prompt of 19,000-28,000 tokens, and on 2 CPU cores it is by far the slowest row. Its first two "
@@ -491,7 +491,11 @@ def render_markdown(result: dict) -> str:
     if judge:
         lines.append(f"- LLM judge: `{judge['model']}` ({judge['quantization'] or 'no quantisation'}, {judge['dtype']}), "
                      f"MADQA's judge prompt, Rogan-Gladen corrected with [{judge['calibration']}]({judge['calibration']}) "
-                     "(see [judge.md](judge.md)); its verdicts are archived beside the runs")
+                     "(see [judge.md](judge.md)); its verdicts are archived beside the runs. Only the answers the "
+                     "judge decided are corrected (exact matches, refusals and empty answers count as MADQA's first "
+                     "stage scored them); \"below the judge's floor\": the judged answers' raw share is under 1 − q0, "
+                     "what this judge accepts of wrong answers, so the correction clips and cannot tell their "
+                     "accuracy from 0")
     numeric = result["verdict"] == NUMERIC
     lines += ["", "| row | " + accuracy_columns(result["verdict"]) + "LLM-judge accuracy [95 %] | " * bool(judge) +
               "exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "

@@ -53,6 +53,10 @@ class JudgeSpec:
 
 
 LOCAL_JUDGE = JudgeSpec("qwen2.5-1.5b", "int8", "float32", "judge-calibration-qwen2.5-1.5b-int8.json")
+# calibrated on FinanceBench's own questions 51-100 (known verdicts, issue 50 item 3), not on the sample suite's
+# hand labels: the tables judge questions 1-50 of the same suite (see docs/results/judge.md)
+FINANCEBENCH_JUDGE = JudgeSpec("qwen2.5-1.5b", "int8", "float32",
+                               "judge-calibration-financebench-qwen2.5-1.5b-int8.json")
 
 
 def _dossier() -> list[str]:
@@ -325,7 +329,8 @@ def score_row(run: Path, verdict: str, limit: int | None = None, judge: JudgeSpe
             summary.update(correct=sum(1 for i in judged.items if i.correct), raw=_round(report["semantic_raw"]),
                            accuracy=_round(report["semantic_accuracy"]),
                            accuracy_ci=[_round(x) for x in report["semantic_accuracy_ci"]]
-                           if report.get("semantic_accuracy_ci") else None, calls=report["judge_calls"])
+                           if report.get("semantic_accuracy_ci") else None, calls=report["judge_calls"],
+                           judged_raw=_round(report.get("semantic_judged_raw")), clipped=report.get("semantic_clipped"))
         result.report["judge_summary"] = summary
     return result.items, result.report
 
@@ -457,6 +462,13 @@ def accuracy_columns(verdict: str) -> str:
     return "accuracy [95 % Wilson] | "
 
 
+def _judged(j: dict) -> str:
+    """A judge cell's figure: the corrected accuracy, or "below the judge's floor" where the correction clipped."""
+    if j.get("clipped") == "floor":
+        return "below the judge's floor" if not j["accuracy"] else f"{_pct(j['accuracy'])} (judged part below the floor)"
+    return _pct(j["accuracy"]) + (" (judged part above the ceiling)" if j.get("clipped") == "ceiling" else "")
+
+
 def figures_rows(result: dict) -> list[str]:
     """The table's body, one Markdown line per row (what --check prints and compares)."""
     out = []
@@ -473,7 +485,7 @@ def figures_rows(result: dict) -> list[str]:
         judge = ""
         if judged:
             j = f.get("judge") or {}
-            judge = (f"{_pct(j['accuracy'])}{_ci(j['accuracy_ci'])}, raw {_pct(j['raw'])} | " if j.get("accuracy")
+            judge = (f"{_judged(j)}{_ci(j['accuracy_ci'])}, raw {_pct(j['raw'])} | " if j.get("accuracy")
                      is not None else f"not judged yet ({j.get('missing')} answers) | " if j.get("missing") else
                      "– | ")
         vs = r.get("vs_reference")

@@ -46,6 +46,12 @@ eval_app = typer.Typer(
 GoldOpt = Annotated[Path | None, typer.Option("--gold", "-g", help="Gold questions JSONL (canonical format).")]
 
 
+JudgeDtypeOpt = Annotated[str, typer.Option(
+    "--judge-dtype", help="The judge's dtype: auto (bfloat16 on a GPU and on a CPU with avx512_bf16, else float32), "
+                          "float32, bfloat16 or float16. A calibration holds for the dtype it ran in: judge with the "
+                          "calibration's.")]
+
+
 JudgeDeterministicOpt = Annotated[bool, typer.Option(
     "--judge-deterministic/--no-judge-deterministic",
     help="Run the judge batch-invariant (CPU): a verdict does not depend on which items shared its batch, so a "
@@ -71,6 +77,7 @@ def score(
                                                           "no correction, the raw judge accuracy is shown.")] = None,
     judge_quantization: Annotated[str | None, typer.Option(help="Quantise the judge's linears at load: int8 or "
                                                                 "int4 on a CPU (see `dossier bench quant`).")] = None,
+    judge_dtype: JudgeDtypeOpt = "auto",
     judge_deterministic: JudgeDeterministicOpt = True,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write report.json/.md/.html and items.jsonl here "
                                               "(default for a run directory: RUN_DIR/eval).")] = None,
@@ -122,7 +129,7 @@ def score(
     if judge:
         from engine.eval.judging import BatchedJudge, JudgeCache, items_to_judge, prejudge
 
-        batched = BatchedJudge(judge, _judge_engine(judge_quantization, judge_deterministic))
+        batched = BatchedJudge(judge, _judge_engine(judge_quantization, judge_deterministic, judge_dtype))
         asked = items_to_judge(inputs.questions, inputs.predictions)
         cache = JudgeCache(out / "judge_cache.jsonl" if out else None)
         if fmt is OutputFormat.human:  # a bar on a terminal, a plain line every few seconds in a log
@@ -343,12 +350,28 @@ def calibrate_judge(
                                               "label (batched, cached next to --out).")] = None,
     judge_quantization: Annotated[str | None, typer.Option(help="Quantise the judge at load: int8 or int4 on a "
                                                                 "CPU.")] = None,
+    judge_dtype: JudgeDtypeOpt = "auto",
     judge_deterministic: JudgeDeterministicOpt = True,
+    known_verdicts: Annotated[Path | None, typer.Option(
+        "--known-verdicts", help="Calibrate on items of this suite (a questions JSONL, as `dossier run` reads) "
+        "whose verdict is known by construction, instead of human labels: each question's gold answer restated "
+        "(right), its amounts changed by 30 %+, another question's answer, and a refusal (wrong). Use questions "
+        "of the suite you judge but not the ones you judge (see --skip/--limit). Needs --judge.")] = None,
+    answers: Annotated[list[Path] | None, typer.Option(
+        "--answers", help="--known-verdicts: also a run's predictions.jsonl (repeatable); its answers to the chosen "
+        "questions whose gold is a number join the items, right or wrong by the numeric scorer (within 1 %). Real "
+        "wrong answers are harder for a judge than constructed ones.")] = None,
+    skip: Annotated[int, typer.Option(min=0, help="--known-verdicts: leave out the file's first N questions "
+                                                  "(e.g. the ones the judged runs answered).")] = 0,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions. With "
+                                              "--known-verdicts and --skip, the first N after the skipped ones.")] = None,
+    seed: Annotated[int, typer.Option(help="--known-verdicts: seed of the perturbations and of the other answers "
+                                           "chosen.")] = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibration JSON here, for "
                                               "`dossier eval RUN --judge MODEL --calibration FILE`.")] = None,
     fmt: FormatOpt = OutputFormat.human,
 ) -> None:
-    """Judge sensitivity q1 and specificity q0 from human labels (partial counts as correct).
+    """Judge sensitivity q1 and specificity q0 from human labels or known verdicts (partial counts as correct).
 
     Example:
         $ dossier eval calibrate-judge --judge qwen2.5-1.5b --out judge-calibration.json
@@ -356,12 +379,22 @@ def calibrate_judge(
         q1 (sensitivity) = ... over 20 human-correct items
         q0 (specificity) = ... over 21 human-incorrect items
         use: dossier eval RUN --judge qwen2.5-1.5b --calibration judge-calibration.json
+
+        $ dossier eval calibrate-judge --judge qwen2.5-1.5b --known-verdicts questions.jsonl --skip 50 \\
+            --out judge-calibration-financebench.json     # the suite's own questions 51-, no human labels
     """
     from engine.eval.calibration import calibrate_judge as calibrate, labelled_items, load_judge_labels
     from engine.eval.reports.numbers import ci_text
     from tools.errors import DossierError
 
-    if labels is None:
+    built = None
+    if known_verdicts is not None:
+        if labels is not None:
+            raise DossierError("give either LABELS or --known-verdicts QUESTIONS, not both")
+        if not judge:
+            raise DossierError("--known-verdicts builds items without judge verdicts: give --judge MODEL")
+        items, errors, source, built = _known_verdict_items(known_verdicts, skip, limit, seed, answers or [])
+    elif labels is None:
         from engine.datasets.judge_labels import SAMPLE_JUDGE_LABELS
 
         if not judge:
@@ -377,8 +410,21 @@ def calibrate_judge(
 
         todo = [JudgeItem.of(i["question"], i["gold"], i["answer"]) for i in items if "judge" not in i]
         cache = JudgeCache(out.with_name(out.stem + ".judge_cache.jsonl") if out else None)
-        batched = BatchedJudge(judge, _judge_engine(judge_quantization, judge_deterministic))
-        verdict_of, stats = prejudge(todo, batched, cache)
+        batched = BatchedJudge(judge, _judge_engine(judge_quantization, judge_deterministic, judge_dtype))
+        if fmt is OutputFormat.human:  # a long job (seconds an item on a CPU): show it alive, as `eval --judge` does
+            from engine.cli.options import StepProgress
+
+            total, done = len(set(todo)), 0
+
+            def advance(count: int) -> None:
+                nonlocal done
+                done += count
+                progress("judging", done, total)
+
+            with StepProgress(f"calibrating {judge}", unit="item") as progress:
+                verdict_of, stats = prejudge(todo, batched, cache, advance)
+        else:
+            verdict_of, stats = prejudge(todo, batched, cache)
         for item in items:
             if "judge" not in item:
                 item["judge"] = verdict_of(item["question"], item["gold"], item["answer"]).value
@@ -388,6 +434,10 @@ def calibrate_judge(
     pairs, more_errors = load_judge_labels(items)
     errors += more_errors
     result = {**calibrate(pairs), "judge": judge, "labels": source, "skipped_lines": [str(e) for e in errors]}
+    if judge:
+        result["judge_engine"] = _judge_engine(judge_quantization, judge_deterministic, judge_dtype)
+    if built is not None:
+        result["known_verdicts"] = {**built, "kinds": _accepted_by_kind(items)}
     if stats is not None:
         result.update(judged=stats.judged, from_cache=stats.from_cache, judge_seconds=stats.seconds,
                       unparsed=stats.unparsed)
@@ -402,6 +452,11 @@ def calibrate_judge(
     if stats is not None:
         typer.echo(f"judged {stats.needed} labelled items with {judge} ({stats.judged} judged in {stats.seconds} s, "
                    f"{stats.from_cache} from the cache)")
+    if built is not None:
+        typer.echo(f"{source}: {len(items)} items the judge is asked about; "
+                   f"{sum(built['dropped'].values())} more were decided by MADQA's first stage and left out")
+        for kind, row in result["known_verdicts"]["kinds"].items():
+            typer.echo(f"  {kind:<9} ({row['truth']}): judge accepted {row['accepted']} of {row['items']}")
     for key, name, group in (("q1", "sensitivity", "human-correct"), ("q0", "specificity", "human-incorrect")):
         value = "undefined" if result[key] is None else f"{result[key]:.3f}"
         typer.echo(f"{key} ({name}) = {value} {ci_text(result[key + '_ci'], as_percent=False, digits=3)} "
@@ -414,10 +469,56 @@ def calibrate_judge(
                        f"{result['q0']:.3g} --judge-m1 {result['m1']} --judge-m0 {result['m0']}")
 
 
+def _known_verdict_items(path: Path, skip: int, limit: int | None, seed: int, answers: list[Path]):
+    """(items, errors, source words, record) of `--known-verdicts`: the file's questions skip+1.. made into items,
+    and the `--answers` runs' answers to them."""
+    from engine.datasets.formats import load_predictions, load_questions
+    from engine.eval.known_verdicts import answer_items, known_verdict_items
+    from tools.errors import DossierError
+
+    questions, errors = load_questions(path)
+    chosen = questions[skip:skip + limit if limit else None]
+    if not chosen:
+        raise DossierError(f"--known-verdicts {path}: no questions after --skip {skip} (the file has "
+                           f"{len(questions)}); lower --skip")
+    items, dropped = known_verdict_items(chosen, seed)
+    if not items:
+        raise DossierError(f"--known-verdicts {path}: none of its {len(chosen)} questions has a gold answer to "
+                           "build items from; give a questions file with answer_variants")
+    for run in answers:
+        predictions, bad = load_predictions(run)
+        errors += bad
+        more, decided = answer_items(chosen, predictions)
+        items += more
+        dropped["answer"] = dropped.get("answer", 0) + decided
+    span = f"questions {skip + 1}-{skip + len(chosen)}"
+    source = f"known verdicts from {path.name} ({span}, seed {seed})" + (
+        f" and the answers of {', '.join(str(a) for a in answers)}" if answers else "")
+    return items, errors, source, {"questions": str(path), "span": span, "seed": seed, "dropped": dropped,
+                                   "answers": [str(a) for a in answers]}
+
+
+def _accepted_by_kind(items: list[dict]) -> dict[str, dict]:
+    """Per kind of known-verdict item: how many there were and how many the judge accepted (partial counts)."""
+    from engine.eval.judge import Verdict
+    from engine.eval.known_verdicts import KINDS
+
+    rows = {}
+    for kind in KINDS:
+        for human in ("correct", "incorrect"):
+            mine = [i for i in items if i["kind"] == kind and i["human"] == human]
+            if mine:
+                name = kind if kind != "answer" else f"answer, {'right' if human == 'correct' else 'wrong'}"
+                rows[name] = {"items": len(mine), "truth": "right" if human == "correct" else "wrong",
+                              "accepted": sum(Verdict.coerce(i["judge"]).score >= 0.5 for i in mine)}
+    return rows
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(eval_app, name="eval")
 
 
-def _judge_engine(quantization: str | None, deterministic: bool) -> dict:
+def _judge_engine(quantization: str | None, deterministic: bool, dtype: str = "auto") -> dict:
     """The judge engine's EngineConfig fields from the command line."""
-    return {"deterministic": deterministic} | ({"quantization": quantization} if quantization else {})
+    return ({"deterministic": deterministic} | ({"quantization": quantization} if quantization else {})
+            | ({"dtype": dtype} if dtype != "auto" else {}))

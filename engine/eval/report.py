@@ -66,6 +66,8 @@ class Summary:
     semantic_raw: float | None  # the judge's raw share correct; None without a judge
     semantic_accuracy: float | None  # the Rogan-Gladen corrected share
     semantic_accuracy_ci: list[float] | None  # its interval; None when not corrected
+    semantic_judged_raw: float | None  # the raw share correct of the items the judge decided (the corrected part)
+    semantic_clipped: str | None  # "floor" / "ceiling": that share is outside [1 - q0, q1] and its correction clipped
     judge_calls: int | None  # items the judge decided (not a string match)
     scorers: dict[str, ScorerFigure]  # registered scorer name -> its figure, in registration order
     page_precision: float | None
@@ -86,7 +88,8 @@ class Summary:
     def to_dict(self) -> dict:
         out = {name: getattr(self, name) for name in ("n", "n_with_prediction", "accuracy", "accuracy_ci", "mean_anls",
                                                       "exact_match", "exact_match_ci", "semantic_raw",
-                                                      "semantic_accuracy", "semantic_accuracy_ci", "judge_calls")}
+                                                      "semantic_accuracy", "semantic_accuracy_ci", "semantic_judged_raw",
+                                                      "semantic_clipped", "judge_calls")}
         for name, figure in self.scorers.items():
             out[f"{name}_accuracy"], out[f"{name}_accuracy_ci"] = figure.value, figure.interval
         out.update({name: getattr(self, name) for name in _PAGE_DOC})
@@ -108,6 +111,7 @@ class Summary:
             accuracy_ci=d.get("accuracy_ci"), mean_anls=d.get("mean_anls"), exact_match=d.get("exact_match"),
             exact_match_ci=d.get("exact_match_ci"), semantic_raw=d.get("semantic_raw"),
             semantic_accuracy=d.get("semantic_accuracy"), semantic_accuracy_ci=d.get("semantic_accuracy_ci"),
+            semantic_judged_raw=d.get("semantic_judged_raw"), semantic_clipped=d.get("semantic_clipped"),
             judge_calls=d.get("judge_calls"),
             scorers={name: ScorerFigure(d.get(f"{name}_accuracy"), d.get(f"{name}_accuracy_ci")) for name in names},
             **{name: d.get(name) for name in _PAGE_DOC},

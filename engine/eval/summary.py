@@ -18,7 +18,7 @@ from engine.eval.metrics.kuiper import kuiper, kuiper_bootstrap_ci, kuiper_madqa
 from engine.eval.stats import wilson_interval
 from engine.eval.taxonomy import taxonomy_summary
 
-__all__ = ["summarize", "breakdowns", "BREAKDOWN_KEYS"]
+__all__ = ["summarize", "breakdowns", "judge_corrected", "BREAKDOWN_KEYS"]
 
 BREAKDOWN_KEYS = ("hop_type", "category", "domain")
 
@@ -30,6 +30,36 @@ def _mean(values: Sequence[float]) -> float:
 def _proportion(flags: Sequence[bool], level: float) -> tuple[float, list[float]]:
     k = sum(1 for f in flags if f)
     return (k / len(flags) if flags else 0.0), list(wilson_interval(k, len(flags), level))
+
+
+def judge_corrected(items: Sequence[ItemResult], calibration: JudgeCalibration, level: float):
+    """(accuracy, interval, the judged items' raw share, "floor"/"ceiling"/None) of a judged group.
+
+    Only the items the judge decided are corrected (Rogan-Gladen with the calibration's q0, q1); an
+    item MADQA's first stage decided (an exact match scores 1; an empty answer, a refusal or an
+    over-long answer 0) is counted as it is, since no judge error can have touched it. MADQA measures
+    its judge the same way, "excluding the ~50% exact-match cases (where agreement is perfect by
+    construction)". Pooling those zeros into the judge's raw share would let the correction move them.
+
+    The interval is the judged part's Rogan-Gladen interval (test sample and calibration sample, Lee et
+    al.) carried through the same weighting, so it is conditional on which items the first stage decided;
+    with every item judged it is exactly `rogan_gladen_ci`. "floor": the judged raw share is below
+    1 - q0, the share a judge with this specificity accepts among wholly wrong answers, so the corrected
+    judged share is clipped at 0 and says only that it lies below what this judge can measure; "ceiling":
+    above q1, clipped at 1.
+    """
+    n = len(items)
+    judged = [i.semantic for i in items if i.semantic_source == "judge"]
+    decided = sum(i.semantic for i in items if i.semantic_source != "judge")
+    if not judged:  # the first stage decided every item: a plain proportion
+        return decided / n, list(wilson_interval(round(decided), n, level)), None, None
+    raw = _mean(judged)
+    unclipped = (raw + calibration.q0 - 1.0) / (calibration.q0 + calibration.q1 - 1.0)
+    clipped = "floor" if unclipped < 0.0 else "ceiling" if unclipped > 1.0 else None
+    share = len(judged) / n
+    low, high = rogan_gladen_ci(raw, len(judged), calibration, level)
+    return ((decided + len(judged) * rogan_gladen(raw, calibration.q0, calibration.q1)) / n,
+            [decided / n + share * low, decided / n + share * high], raw, clipped)
 
 
 def summarize(
@@ -55,14 +85,13 @@ def summarize(
     n = len(items)
     accuracy, accuracy_ci = _proportion([i.accurate for i in items], level)
     exact_match, exact_match_ci = _proportion([i.exact for i in items], level)
-    judged = [i.semantic for i in items if i.semantic is not None]
-    semantic_raw = semantic_accuracy = semantic_accuracy_ci = None
+    semantic_raw = semantic_accuracy = semantic_accuracy_ci = semantic_judged_raw = semantic_clipped = None
     judge_calls = 0
-    if judged and len(judged) == n:
-        semantic_raw = _mean(judged)
-        semantic_accuracy = rogan_gladen(semantic_raw, calibration.q0, calibration.q1)
-        semantic_accuracy_ci = list(rogan_gladen_ci(semantic_raw, n, calibration, level))
+    if n and all(i.semantic is not None for i in items):
+        semantic_raw = _mean([i.semantic for i in items])
         judge_calls = sum(1 for i in items if i.semantic_source == "judge")
+        (semantic_accuracy, semantic_accuracy_ci, semantic_judged_raw,
+         semantic_clipped) = judge_corrected(items, calibration, level)
     scorers = {}
     for scorer in registered_scorers():  # engine/eval/scorers.py; an item a scorer does not apply to is left out
         values = [i.scores.get(scorer.name) for i in items]
@@ -93,7 +122,8 @@ def summarize(
         n=n, n_with_prediction=sum(1 for i in items if i.has_prediction), accuracy=accuracy, accuracy_ci=accuracy_ci,
         mean_anls=_mean([i.anls for i in items]), exact_match=exact_match, exact_match_ci=exact_match_ci,
         semantic_raw=semantic_raw, semantic_accuracy=semantic_accuracy, semantic_accuracy_ci=semantic_accuracy_ci,
-        judge_calls=judge_calls, scorers=scorers, **page_doc,
+        semantic_judged_raw=semantic_judged_raw, semantic_clipped=semantic_clipped, judge_calls=judge_calls,
+        scorers=scorers, **page_doc,
         kuiper=result.statistic, kuiper_ci=list(ci) if ci else None, kuiper_p_value=p_value, kuiper_n=result.n,
         kuiper_dropped=result.dropped, kuiper_undefined=result.reason, detail=detail,
         taxonomy=taxonomy_summary(i.taxonomy for i in items))

@@ -70,7 +70,9 @@ def test_semantic_accuracy_with_a_scripted_judge():
     report = result.report
     assert [c[0] for c in judge.calls] == ["Question q2?"]  # exact, empty and refusing answers skip the judge
     assert report["semantic_raw"] == pytest.approx((1 + 0.5 + 0 + 1 + 0) / 5)
-    assert report["semantic_accuracy"] == pytest.approx(0.5 / 0.98)
+    # only the judged item is corrected (0.5 / 0.98); the first stage's 1, 0, 1, 0 count as they are
+    assert report["semantic_accuracy"] == pytest.approx((2 + 0.5 / 0.98) / 5)
+    assert report["semantic_judged_raw"] == 0.5 and report["semantic_clipped"] is None
     low, high = report["semantic_accuracy_ci"]
     assert low < report["semantic_accuracy"] < high
     assert report["judge_calls"] == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.eval.analyses.human import condition_note
 from engine.eval.report import Report, Summary, as_report
 from engine.eval.reports.analyses import analyses_markdown
-from engine.eval.reports.numbers import ci_text, count, num, pct
+from engine.eval.reports.numbers import ci_text, count, judged_accuracy, num, pct
 from engine.eval.scorers import Scorer, registered_scorers
 
 __all__ = ["render_markdown", "headline_rows", "taxonomy_rows", "breakdown_rows", "stage_rows"]
@@ -26,8 +26,8 @@ def headline_rows(report: Report | dict) -> list[tuple[str, str, str]]:
     report = as_report(report)
     summary, detail = report.summary, report.summary.detail
     semantic_note = (ci_text(summary.semantic_accuracy_ci) + f" raw {pct(summary.semantic_raw)}, "
-                     f"{summary.judge_calls} judge calls") if summary.semantic_accuracy is not None \
-        else "no --judge given"
+                     f"{summary.judge_calls} judge calls" + _judged_note(report)) if summary.semantic_accuracy \
+        is not None else "no --judge given"
     kuiper_note = ci_text(summary.kuiper_ci, as_percent=False)
     if summary.kuiper is None:
         kuiper_note = f"undefined: {summary.kuiper_undefined}"
@@ -42,7 +42,7 @@ def headline_rows(report: Report | dict) -> list[tuple[str, str, str]]:
         corrected = not str(judge.get("correction") or "").startswith("not corrected")
         q1, q0 = (report.judge.q1, report.judge.q0) if report.judge is not None else (None, None)
         head = [("accuracy (judge, Rogan–Gladen corrected)" if corrected else "accuracy (judge, uncorrected)",
-                 pct(summary.semantic_accuracy), semantic_note + (f"; q1 {num(q1)}, q0 {num(q0)} "
+                 judged_accuracy(summary.semantic_accuracy, summary.semantic_clipped), semantic_note + (f"; q1 {num(q1)}, q0 {num(q0)} "
                                                                   f"from {judge.get('calibration_source', 'flags')}"
                                                                   if corrected else f"; {judge.get('correction')}")),
                 ("accuracy (ANLS* ≥ 0.5)", pct(summary.accuracy), ci_text(summary.accuracy_ci))]
@@ -66,6 +66,20 @@ def headline_rows(report: Report | dict) -> list[tuple[str, str, str]]:
          f"mean steps wrong {num(detail.mean_steps_incorrect if detail else None, 2)} / right "
          f"{num(detail.mean_steps_correct if detail else None, 2)}"),
     ]
+
+
+def _judged_note(report: Report) -> str:
+    """What the correction was applied to: the judged items' raw share, and the floor when it clipped."""
+    summary = report.summary
+    if summary.semantic_judged_raw is None:
+        return ""
+    note = f" (judged items {pct(summary.semantic_judged_raw)}; the first stage's {summary.n - summary.judge_calls} " \
+           "counted as decided)"
+    q0 = report.judge.q0 if report.judge is not None else None
+    if summary.semantic_clipped == "floor" and q0 is not None:
+        note += f"; {pct(summary.semantic_judged_raw)} is below 1 − q0 = {pct(1 - q0)}, what this judge accepts " \
+                "of wrong answers, so the judged items' accuracy cannot be told from 0 by this judge"
+    return note
 
 
 def _scored(summary: Summary, scorer: Scorer) -> str:
