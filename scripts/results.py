@@ -457,7 +457,16 @@ def score_table(table: Table, root: Path, archive: Path = ARCHIVE) -> dict:
             "verdict": table.verdict, "reference": table.reference, "models": [model_record(m) for m in models],
             "rows": rows, "claims": claims, "min_discordant_for_p05": min_discordant(), "notes": list(table.notes),
             **({"judge": {"model": table.judge.model, "quantization": table.judge.quantization,
-                          "dtype": table.judge.dtype, "calibration": table.judge.calibration}} if table.judge else {})}
+                          "dtype": table.judge.dtype, "calibration": table.judge.calibration,
+                          **_calibration_figures(docs / table.judge.calibration)}} if table.judge else {})}
+
+
+def _calibration_figures(path: Path) -> dict:
+    """q0, q1 and their sample sizes from a judge calibration file, as the table states them."""
+    from engine.eval.judging import load_calibration
+
+    stored = load_calibration(path)
+    return {"q0": _round(stored["q0"]), "q1": _round(stored["q1"]), "m0": stored["m0"], "m1": stored["m1"]}
 
 
 # ------------------------------------------------------------------ writing
@@ -496,6 +505,18 @@ def render_markdown(result: dict) -> str:
                      "stage scored them); \"below the judge's floor\": the judged answers' raw share is under 1 − q0, "
                      "what this judge accepts of wrong answers, so the correction clips and cannot tell their "
                      "accuracy from 0")
+        if "q0" in judge:
+            lines.append(f"- the calibration: q1 = {judge['q1']:.3f} over {judge['m1']} right items, q0 = "
+                         f"{judge['q0']:.3f} over {judge['m0']} wrong ones")
+        pooled = [((r.get("figures") or {}).get("judge") or {}).get("on_numeric") for r in result["rows"]]
+        pooled = [p for p in pooled if p]
+        wrong, accepted = sum(p["wrong"] for p in pooled), sum(p["accepted_wrong"] for p in pooled)
+        if wrong and "q0" in judge:
+            lines.append(f"- the judge checked where the truth is known without it (the rows' answers to the numeric "
+                         f"questions, right or wrong by the numeric scorer): it accepted {accepted} of {wrong} wrong "
+                         f"numbers, a specificity of {1 - accepted / wrong:.3f} against the calibration's "
+                         f"{judge['q0']:.3f}; where real wrong answers fool it more often than the calibration's "
+                         "items did, the corrected figures lean high")
     numeric = result["verdict"] == NUMERIC
     lines += ["", "| row | " + accuracy_columns(result["verdict"]) + "LLM-judge accuracy [95 %] | " * bool(judge) +
               "exact match | Page F1 | Doc F1 | Kuiper [bootstrap CI] | "
@@ -538,6 +559,11 @@ def render_markdown(result: dict) -> str:
             extra.append(f"- {r['label']}: of the {f['n']} numeric questions, ANLS* ≥ 0.5 accepted {a['accepted']}, "
                          f"{a['accepted_wrong_number']} of them wrong numbers, and rejected "
                          f"{a['rejected_right_number']} right number{'s' * (a['rejected_right_number'] != 1)}")
+        on_numeric = (f.get("judge") or {}).get("on_numeric")
+        if on_numeric:
+            extra.append(f"- {r['label']}: the LLM judge, on the numeric questions it was asked about, accepted "
+                         f"{on_numeric['accepted_wrong']} of {on_numeric['wrong']} wrong numbers and "
+                         f"{on_numeric['accepted_right']} of {on_numeric['right']} right ones")
         if f.get("taxonomy"):
             extra.append(f"- {r['label']}: taxonomy " + ", ".join(f"{k.replace('_', ' ')} {v}"
                                                                    for k, v in f["taxonomy"].items() if v))

@@ -330,9 +330,23 @@ def score_row(run: Path, verdict: str, limit: int | None = None, judge: JudgeSpe
                            accuracy=_round(report["semantic_accuracy"]),
                            accuracy_ci=[_round(x) for x in report["semantic_accuracy_ci"]]
                            if report.get("semantic_accuracy_ci") else None, calls=report["judge_calls"],
-                           judged_raw=_round(report.get("semantic_judged_raw")), clipped=report.get("semantic_clipped"))
+                           judged_raw=_round(report.get("semantic_judged_raw")), clipped=report.get("semantic_clipped"),
+                           on_numeric=_judge_on_numeric(judged.items))
         result.report["judge_summary"] = summary
     return result.items, result.report
+
+
+def _judge_on_numeric(items) -> dict | None:
+    """The judge checked where the truth is known without it: the judged answers to questions whose gold is a
+    number, right or wrong by the numeric scorer. {"wrong", "accepted_wrong", "right", "accepted_right"}, or None
+    on a suite with no numeric gold."""
+    judged = [i for i in items if i.semantic_source == "judge" and i.scores.get("numeric") is not None]
+    if not any(i.scores.get("numeric") is not None for i in items):
+        return None
+    wrong = [i for i in judged if not i.scores["numeric"]]
+    right = [i for i in judged if i.scores["numeric"]]
+    return {"wrong": len(wrong), "accepted_wrong": sum(1 for i in wrong if i.semantic >= 0.5),
+            "right": len(right), "accepted_right": sum(1 for i in right if i.semantic >= 0.5)}
 
 
 def _round(x, digits=4):
