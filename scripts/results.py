@@ -171,8 +171,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "pass from an empty root): bm25 4/20, rag 17/20, oracle 17/20 (Page F1 0.650), closed-book 3/20, "
                  "and in each row the two passes' predictions were identical (20/20, wall time aside). Those runs "
                  "are not archived here; guided, filesearch and rlm were not re-run. Across CPU kinds (AVX2 vs "
-                 "AVX-512/AMX) the mode's row tiles take other kernels, so its answers may still differ there "
-                 "(not measured: one CPU kind was at hand).")),
+                 "AVX-512/AMX) the mode's row tiles take other kernels, so its answers may still differ there. "
+                 "With the Xeon's AVX2 code paths forced (torch, MKL, oneDNN, numba; same commit, 2026-12-06) "
+                 "the four rows' predictions were identical to the native runs, 80 of 80, though the logits "
+                 "differ in their last bits (docs/determinism.md); a real AVX2 machine was not at hand.")),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
           "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=FINANCEBENCH_JUDGE,
           effort_row="bm25", verdict=NUMERIC,

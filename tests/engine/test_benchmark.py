@@ -1,4 +1,6 @@
-"""The engine benchmark's systems agree: every peer's and ablation's greedy tokens equal the engine's."""
+"""The engine benchmark's systems agree (every peer's and ablation's greedy tokens equal the engine's); the cross-CPU probe's comparison."""
+
+import pytest
 
 from benchmarks.engine_sessions import Workload, run_benchmark
 from engine.core.config import EngineConfig
@@ -22,3 +24,21 @@ def test_every_peer_and_ablation_matches_and_history_comes_from_cache():
     assert result["strongest_peer"] in ("naive", "kv_cache", "padded")
     assert result["speedup_vs_strongest_peer"] == min(result[f"speedup_vs_{p}"] for p in ("naive", "kv_cache", "padded"))
     assert result["counters"]["tokens_generated"] == 3 * 3 * 4
+
+
+def test_cross_cpu_probe_compare_counts_tokens_bits_and_the_top_logit_gap():
+    from benchmarks.cross_cpu_probe import compare
+
+    def probe(tokens, sha, top):
+        return {"model": "m", "dtype": "float32", "quantization": None, "prompt_lengths": [3], "new_tokens": 2,
+                "cpu": {"model": "x"}, "aten_capability": "AVX2", "env": {},
+                "sequences": [{"tokens": tokens, "sha256": sha, "top": top}]}
+
+    a = probe([5, 6], ["aa", "bb"], [[[5, 1.0], [7, 0.5]], [[6, 2.0], [1, 1.0]]])
+    b = probe([5, 9], ["aa", "cc"], [[[5, 1.0], [7, 0.5]], [[9, 2.1], [6, 2.0]]])
+    result = compare(a, b)
+    assert result["tokens_identical"] == 0 and result["first_differing_step"] == [1]
+    assert result["logits_rows"] == 2 and result["rows_bit_equal"] == 1
+    assert abs(result["largest_top_logit_difference"]) < 1e-12  # token 6 is 2.0 in both; 9 and 1 are not shared
+    with pytest.raises(SystemExit, match="differ in dtype"):
+        compare(a, {**b, "dtype": "bfloat16"})
