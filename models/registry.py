@@ -28,6 +28,7 @@ REGISTERED: tuple[str, ...] = (
     "models.families.qwen_vl:QWEN2_5_VL",
     "models.families.qwen_vl:QWEN3_VL",
     "models.families.glm4v:FAMILY",
+    "models.families.glm4v:GLM46V",
 )
 
 

@@ -1,4 +1,8 @@
-"""GLM-4V / GLM-4.1V: the GLM-4 decoder with M-RoPE over part of each head, and GLM's chat format.
+"""GLM-4V / GLM-4.1V / GLM-4.6V: the GLM-4 decoder with M-RoPE over part of each head, and GLM's chat format.
+
+GLM-4.6V (`glm46v`, transformers' Glm46VForConditionalGeneration) is the same model under its own config
+class: a glm4v_text language model and a glm4v_vision tower, the same weight names and markers; it is
+registered as a second family on the same parts (`GLM46V`).
 
 Its LM is GLM-4: q/k/v biases, RMSNorm also on the attention and MLP outputs ("sandwich"
 norms), a fused gate/up projection in the checkpoint, and RoPE on only part of each head
@@ -24,7 +28,7 @@ from models.vision_language.processing import FamilyInputs
 from models.vision_language.shapes import TINY_TEXT, marker_ids
 from models.weights import VL_PREFIXES, WeightNames
 
-__all__ = ["FAMILY", "GLM4V_INPUTS"]
+__all__ = ["FAMILY", "GLM46V", "GLM4V_INPUTS"]
 
 GLM4V_INPUTS = FamilyInputs(
     image_processor_class="Glm4vImageProcessorPil",
@@ -73,4 +77,12 @@ FAMILY = FamilySpec(
     tiny=_TINY,
     shapes={"glm4v-tiny": dict(text_config=dict(TINY_TEXT, **_TINY["text_config"]), vision_config=_TINY["vision_config"],
                                **marker_ids(GLM4V_INPUTS))},
+)
+
+GLM46V = FamilySpec(
+    name="glm46v", model_types=("glm46v",), config_class="Glm46VConfig",
+    reference_class="Glm46VForConditionalGeneration", adapter=VisionLanguageAdapter, decoder=decoder,
+    inputs=GLM4V_INPUTS, weights=WEIGHTS, vision_tower=_tower, tiny=_TINY,
+    shapes={"glm46v-tiny": dict(text_config=dict(TINY_TEXT, **_TINY["text_config"]),
+                                vision_config=_TINY["vision_config"], **marker_ids(GLM4V_INPUTS))},
 )

@@ -53,7 +53,7 @@ CORPUS = [
 VOCAB = 448  # the model's rows (the tokenizer has 400)
 CHATML = (QWEN_TEMPLATE, QWEN_SPECIAL, "<|im_end|>")
 # The chat markup of each VL family's real template (by family name) when it is not ChatML.
-CHAT_FORMATS = {"glm4v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>")}
+CHAT_FORMATS = {"glm4v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>"), "glm46v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>")}
 FAMILIES = tuple(family.model_types[0] for family in families() if family.is_vision_language)
 
 
