@@ -48,6 +48,12 @@ class ModelShape:
     vocab_size: int  # rows of the logits (may exceed the tokenizer's size)
     max_positions: int  # longest sequence the model was trained for, in tokens
     position_dims: int = 1  # 1 for RoPE, 3 for M-RoPE (temporal, height, width)
+    kv_layers: tuple[int, ...] | None = None  # the layers that keep KV; None: all (a hybrid's linear layers do not)
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers with a K and V cache."""
+        return self.num_layers if self.kv_layers is None else len(self.kv_layers)
 
 
 @dataclass(slots=True)

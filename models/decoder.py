@@ -63,6 +63,7 @@ class LayerSpec:
     out_norms: bool = False  # RMSNorm on the attention and MLP outputs before each residual add (GLM-4, Gemma-3)
     norm_offset: float = 0.0  # every RMSNorm scales by offset + weight (Gemma: 1)
     attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5 (Gemma-3: query_pre_attn_scalar ** -0.5)
+    attn_output_gate: bool = False  # q_proj also gives each head a gate: output * sigmoid(gate) (Qwen3.5, Qwen3-Next)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +97,8 @@ class DecoderLayer(nn.Module):
 
         self.spec, self.index, self.window, self.variant = spec, index, window, variant
         heads, kv_heads, head_dim, hidden = spec.heads, spec.kv_heads, spec.head_dim, spec.hidden
-        self.qkv_proj = nn.Linear(hidden, (heads + 2 * kv_heads) * head_dim, bias=spec.qkv_bias)
+        q_width = heads * head_dim * (2 if spec.attn_output_gate else 1)
+        self.qkv_proj = nn.Linear(hidden, q_width + 2 * kv_heads * head_dim, bias=spec.qkv_bias)
         self.o_proj = nn.Linear(heads * head_dim, hidden, bias=spec.o_bias)
         self.gate_up_proj = nn.Linear(hidden, 2 * spec.intermediate, bias=spec.mlp_bias)
         self.down_proj = nn.Linear(spec.intermediate, hidden, bias=spec.mlp_bias)
@@ -121,7 +123,13 @@ class DecoderLayer(nn.Module):
         spec, tokens = self.spec, x.shape[0]
         heads, kv_heads, head_dim = spec.heads, spec.kv_heads, spec.head_dim
         cos, sin = cos_sin  # (tokens, 1, rotary_dim)
-        qkv = self._qkv(x)  # (tokens, (heads + 2 kv_heads) * head_dim)
+        qkv = self._qkv(x)  # (tokens, (heads + 2 kv_heads) * head_dim), q's per-head gates first if any
+        gate = None
+        if spec.attn_output_gate:  # q_proj gave each head [query, gate] (Qwen3.5)
+            q_gate, qkv = qkv.split([2 * heads * head_dim, 2 * kv_heads * head_dim], -1)
+            q, gate = q_gate.view(tokens, heads, 2 * head_dim).chunk(2, -1)
+            qkv = torch.cat([q.reshape(tokens, heads * head_dim), qkv], -1)
+            gate = gate.reshape(tokens, heads * head_dim)
         if self.q_norm is None:
             qk, v = qkv.split([(heads + kv_heads) * head_dim, kv_heads * head_dim], -1)
             qk = rotary.rotate(qk.view(tokens, heads + kv_heads, head_dim), cos, sin)  # q and k in one op
@@ -133,7 +141,10 @@ class DecoderLayer(nn.Module):
         if self.q_scale is not None:
             q = q * self.q_scale
         attended = attention(self.index, q, k, v.view(tokens, kv_heads, head_dim), window=self.window)
-        x = x + self._attention_out(attended.reshape(tokens, heads * head_dim))
+        attended = attended.reshape(tokens, heads * head_dim)
+        if gate is not None:
+            attended = attended * torch.sigmoid(gate)
+        x = x + self._attention_out(attended)
         return x + self._mlp_block(x)
 
     def _each(self, op, x: torch.Tensor) -> torch.Tensor:

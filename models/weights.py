@@ -60,6 +60,9 @@ def split_checkpoint(names: WeightNames, tensors: dict[str, torch.Tensor]) -> tu
 def _layer_sources(adapter, i: int) -> list[tuple[str, list[str]]]:
     """(our parameter, HF tensors concatenated into it) for layer i."""
     layer, names, p = adapter.layers[i], adapter.family.weights, f"layers.{i}."
+    if hasattr(layer, "hf_sources"):  # a layer of another kind names its own tensors (models/linear_attention.py)
+        out = layer.hf_sources(p)
+        return out + _mlp_and_norm_sources(layer, names, p)
     attn = [p + f"self_attn.{n}_proj" for n in "qkv"]
     out = [(p + "qkv_proj.weight", [n + ".weight" for n in attn]), (p + "o_proj.weight", [p + "self_attn.o_proj.weight"])]
     if layer.qkv_proj.bias is not None:
@@ -68,6 +71,11 @@ def _layer_sources(adapter, i: int) -> list[tuple[str, list[str]]]:
         out.append((p + "o_proj.bias", [p + "self_attn.o_proj.bias"]))
     if layer.q_norm is not None:
         out += [(p + "q_norm.weight", [p + "self_attn.q_norm.weight"]), (p + "k_norm.weight", [p + "self_attn.k_norm.weight"])]
+    return out + _mlp_and_norm_sources(layer, names, p)
+
+
+def _mlp_and_norm_sources(layer, names: WeightNames, p: str) -> list[tuple[str, list[str]]]:
+    out = []
     mlp = ["gate_up"] if names.fused_gate_up else ["gate", "up"]
     out.append((p + "gate_up_proj.weight", [p + f"mlp.{n}_proj.weight" for n in mlp]))
     out.append((p + "down_proj.weight", [p + "mlp.down_proj.weight"]))
@@ -131,8 +139,12 @@ def hf_state_dict(adapter) -> dict[str, torch.Tensor]:
 def _rows(adapter, hf_name: str) -> int:
     """Output rows of one of the HF projections fused into ours."""
     spec = adapter.spec.layer
+    layer = adapter.layers[int(hf_name.split("layers.", 1)[1].split(".", 1)[0])]
+    rows = layer.hf_rows(hf_name) if hasattr(layer, "hf_rows") else None
+    if rows is not None:
+        return rows
     if ".q_proj." in hf_name:
-        return spec.heads * spec.head_dim
+        return spec.heads * spec.head_dim * (2 if spec.attn_output_gate else 1)
     if ".k_proj." in hf_name or ".v_proj." in hf_name:
         return spec.kv_heads * spec.head_dim
     return spec.intermediate  # gate_proj / up_proj

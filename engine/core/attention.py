@@ -148,6 +148,7 @@ class PagedAttention:
         self.v_cache = v_cache
         self.meta = meta
         self.backend = backend
+        self.recurrent = None  # a hybrid model's linear-attention states for the step (engine/core/recurrent_state.py)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  window: int | None = None) -> torch.Tensor:

@@ -29,7 +29,7 @@ CPU_KV_CACHE_GIB = 2.0  # the pool on a CPU when no size is given (every command
 def bytes_per_block(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
     """Bytes one KV block takes over every layer (keys and values)."""
     element = torch.empty((), dtype=dtype).element_size()
-    return 2 * shape.num_layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
+    return 2 * shape.num_kv_layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
 
 
 def explicit_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> int | None:

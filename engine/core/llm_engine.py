@@ -15,6 +15,7 @@ until its own turn is done.
 
 import contextlib
 import itertools
+import logging
 import threading
 import time
 
@@ -39,6 +40,8 @@ from tools.errors import DossierError
 
 __all__ = ["Engine"]
 
+log = logging.getLogger(__name__)
+
 
 class Engine:
     """Paged-KV, prefix-caching, continuously batching inference over one model adapter."""
@@ -53,7 +56,13 @@ class Engine:
         self.runner = ModelRunner(adapter, self.config, kv_blocks_for_budget(adapter.shape, self.config, adapter.dtype,
                                                                               device))
         num_blocks = self.runner.num_blocks
-        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        prefix_caching = self.config.enable_prefix_caching
+        if prefix_caching and self.runner.recurrent is not None:
+            # a prefix read from shared KV blocks comes without the linear layers' state for it
+            log.info("%s has linear-attention layers: prefix caching is off (each session keeps its own state "
+                     "between turns)", adapter.name)
+            prefix_caching = False
+        self.block_manager = BlockManager(num_blocks, self.config.block_size, prefix_caching)
         self.scheduler = Scheduler(self.config, self.block_manager)
         on_cpu = self.runner.device.type == "cpu"
         # the batch-invariant mode fixes the thread count: some matmuls' bits differ between 1 and 2 threads
@@ -142,6 +151,7 @@ class Engine:
                 session.request.finish(FinishReason.cancelled)
                 session.request = None
             self.block_manager.release(session.seq)
+            self.runner.forget(session.seq.seq_id)
             del self.scheduler.sequences[session.session_id]
             session.closed = True
 

@@ -24,6 +24,7 @@ import torch
 from engine.core.attention import AttentionBackend, AttentionMetadata, PagedAttention, make_backend, resolve_backend
 from engine.core.config import EngineConfig
 from engine.core.encoder_cache import EncoderCache
+from engine.core.recurrent_state import RecurrentStates, Segment, StepStates
 from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory, bytes_per_block, explicit_blocks, longest_conversation
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
@@ -60,8 +61,14 @@ class ModelRunner:
         self.device = next(adapter.parameters()).device
         self.dtype = adapter.dtype
         self.block_size = config.block_size
-        self.deterministic = config.deterministic and self.device.type in ("cpu", "cuda")
-        if config.deterministic and not self.deterministic:
+        # hybrid models (Qwen3.5): per-sequence states of the linear-attention layers (engine/core/recurrent_state.py)
+        self.recurrent = RecurrentStates() if any(getattr(layer, "recurrent", False)
+                                                  for layer in getattr(adapter, "layers", ())) else None
+        self.deterministic = config.deterministic and self.device.type in ("cpu", "cuda") and self.recurrent is None
+        if config.deterministic and self.recurrent is not None:
+            log.warning("deterministic (batch-invariant) inference does not cover linear-attention layers yet: their "
+                        "chunked prefill depends on how a prompt was split (run.json records deterministic: false)")
+        elif config.deterministic and not self.deterministic:
             log.warning("deterministic (batch-invariant) inference is built for the CPU and CUDA; on %s the "
                         "logits may depend on batching (run.json records deterministic: false)", self.device.type)
         if self.deterministic and self.device.type == "cuda":
@@ -88,7 +95,7 @@ class ModelRunner:
         self._allocate(num_blocks)
         self.longest = longest_conversation(shape.max_positions, num_blocks * config.block_size, config)
         self.graphs = None
-        if self.device.type == "cuda" and config.cuda_graphs and backend.graphs:
+        if self.device.type == "cuda" and config.cuda_graphs and backend.graphs and self.recurrent is None:
             self.graphs = self._capture_graphs()
 
     @property
@@ -101,10 +108,17 @@ class ModelRunner:
         shape = self.adapter.shape
         self.num_blocks = num_blocks
         self.scratch_block = num_blocks
-        self.k_cache = self.v_cache = None  # free a previous (warm-up) cache first
-        cache_shape = (shape.num_layers, num_blocks + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
+        self.k_cache = self.v_cache = self.k_layers = self.v_layers = None  # free a previous (warm-up) cache first
+        cache_shape = (shape.num_kv_layers, num_blocks + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
         self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
+        # what PagedAttention indexes by layer: the tensors themselves, or per layer its cache (None where a
+        # hybrid model's layer keeps a state instead of KV)
+        self.k_layers, self.v_layers = self.k_cache, self.v_cache
+        if shape.kv_layers is not None:
+            row = {layer: j for j, layer in enumerate(shape.kv_layers)}
+            self.k_layers = [self.k_cache[row[i]] if i in row else None for i in range(shape.num_layers)]
+            self.v_layers = [self.v_cache[row[i]] if i in row else None for i in range(shape.num_layers)]
 
     def _warm_up_tower(self) -> None:
         """Encode one image at the family's largest size, so the pool leaves room for the tower's activations."""
@@ -125,7 +139,7 @@ class ModelRunner:
         self._warm_up_tower()
         torch.cuda.synchronize()
         activation_peak = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
-        self.k_cache = self.v_cache = None
+        self.k_cache = self.v_cache = self.k_layers = self.v_layers = None
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         graphs = self.config.cuda_graphs and self.attention.graphs
@@ -156,7 +170,16 @@ class ModelRunner:
         layout = build_layout(chunks, self.block_size, self.adapter.shape.position_dims)
         if self.graphs is not None and self.graphs.can_run(layout):
             return self.graphs.run(layout)
-        return self.forward_layout(layout, _pending_items(chunks))
+        states = None
+        if self.recurrent is not None:
+            states = self.recurrent.step([Segment(int(row), chunk.length, chunk.request.seq.seq_id, chunk.start)
+                                          for row, chunk in zip(layout.cu_seqlens_q[:-1], chunks)])
+        return self.forward_layout(layout, _pending_items(chunks), states)
+
+    def forget(self, seq_id: int) -> None:
+        """A sequence is gone (its session closed): free what the runner keeps for it (a hybrid model's states)."""
+        if self.recurrent is not None:
+            self.recurrent.forget(seq_id)
 
     def prepare(self, layout: StepLayout) -> tuple[dict[str, torch.Tensor], AttentionMetadata, ForwardBatch]:
         """The step's device inputs: one copy of the arrays the backend needs, then its metadata."""
@@ -167,14 +190,24 @@ class ModelRunner:
         batch = ForwardBatch(input_ids=tensors["input_ids"], positions=tensors["positions"], mm_chunks=layout.mm_chunks)
         return tensors, meta, batch
 
-    def forward_layout(self, layout: StepLayout, pending: list[MultimodalItem] = ()) -> torch.Tensor:
-        """The eager step: prepare, the adapter's forward, logits of the sampled rows (float32)."""
+    def forward_layout(self, layout: StepLayout, pending: list[MultimodalItem] = (),
+                       states: StepStates | None = None) -> torch.Tensor:
+        """The eager step: prepare, the adapter's forward, logits of the sampled rows (float32).
+
+        `states`: a hybrid model's linear-attention states for this step's chunks (`attention.recurrent`)."""
         tensors, meta, batch = self.prepare(layout)
         if getattr(self.adapter, "batch_invariant_tile", None) != self.row_tile:  # another engine shares the adapter
             set_batch_invariant(self.adapter, self.row_tile)
         if batch.mm_chunks:
             self.encoder.fill(batch.mm_chunks, list(pending))
-        hidden = self.adapter.forward(batch, PagedAttention(self.k_cache, self.v_cache, meta, self.attention))
+        attention = PagedAttention(self.k_layers, self.v_layers, meta, self.attention)
+        if self.recurrent is not None and states is None:  # a warm-up layout: its sequences start at 0, throwaway
+            starts = layout.context_lens - np.diff(layout.cu_seqlens_q)
+            states = RecurrentStates().step([Segment(int(row), int(length), -1 - i, int(start)) for i, (row, length, start)
+                                             in enumerate(zip(layout.cu_seqlens_q[:-1], np.diff(layout.cu_seqlens_q),
+                                                              starts))])
+        attention.recurrent = states
+        hidden = self.adapter.forward(batch, attention)
         if not len(layout.sample_rows):
             return torch.empty(0, self.adapter.shape.vocab_size)
         if not layout.samples_every_row:

@@ -17,6 +17,10 @@ from tools.errors import DossierError
 
 TEXT_FAMILIES = [family.name for family in families() if not family.is_vision_language]
 TOLERANCE = 1e-4  # max |Δlogit| in fp32
+# A Gated DeltaNet (qwen3_5) continued from its state is the same recurrence chunked elsewhere: the triangular
+# solves round differently. transformers' own Qwen3.5 differs from itself by 5.2e-4 (logits up to 8.5) between
+# its incremental generate and a full forward over the same 89 tokens; ours against its full forward: 1.7e-4.
+TOLERANCES = {"qwen3_5": 1e-3}
 NEW = 8  # tokens generated per request
 
 
@@ -65,7 +69,7 @@ def test_prefill_matches_hf(family_model, backend):
     assert run_all(engine, [prompt]) == [hf_greedy(hf, prompt, NEW, None)], f"{name}: prefill diverged"
     ours = spy.rows[0][0]
     delta = (ours - hf_logits(hf, prompt)[-1]).abs().max()
-    assert delta <= TOLERANCE, f"{name}: max |Δlogit| {delta:.3g} after prefill"
+    assert delta <= TOLERANCES.get(name, TOLERANCE), f"{name}: max |Δlogit| {delta:.3g} after prefill"
 
 
 def test_batched_decode_with_chunked_prefill_matches_hf(family_model, backend):
@@ -97,7 +101,7 @@ def test_multi_turn_session_equals_full_recompute(family_model, backend):
     rows = [n - 1 + j for n in prompt_lengths for j in range(NEW)]
     ours = torch.stack(spy.rows[session.seq.seq_id])
     delta = (ours - full[rows]).abs()
-    assert delta.max() <= TOLERANCE, f"{name}: max |Δlogit| {delta.max():.3g}, mean {delta.mean():.3g}"
+    assert delta.max() <= TOLERANCES.get(name, TOLERANCE), f"{name}: max |Δlogit| {delta.max():.3g}, mean {delta.mean():.3g}"
 
 
 def test_preemption_keeps_tokens_exact(family_model, backend):
