@@ -30,6 +30,7 @@ REGISTERED: tuple[str, ...] = (
     "models.families.qwen_vl:QWEN3_VL",
     "models.families.glm4v:FAMILY",
     "models.families.glm4v:GLM46V",
+    "models.families.qwen3_5:QWEN3_5_VL",
 )
 
 

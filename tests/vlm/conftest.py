@@ -77,7 +77,8 @@ def build_config(family: str, tokenizer):
     spec = family_for(family)
     vocab = tokenizer.get_vocab()
     text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6, **spec.tiny["text_config"])
+                num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6)
+    text.update(spec.tiny["text_config"])  # a family's own sizes win (Qwen3.5: 4 layers, 3 of them linear)
     markers = {key: vocab[token] for key, token in spec.inputs.markers}
     return spec.config(text_config=text, vision_config=dict(spec.tiny["vision_config"]), **markers)
 

@@ -15,6 +15,8 @@ from tests.vlm.conftest import make_image
 from tests.vlm.reference import LogitSpy, hf_greedy, hf_inputs, hf_logits
 
 TOLERANCE = 1e-4  # max |Δlogit| in fp32
+# Qwen3.5's Gated DeltaNet continued from its state rounds unlike a full forward (see tests/engine/test_families.py)
+TOLERANCES = {"qwen3_5-vl": 1e-3}  # by family name
 NEW = 6  # tokens generated per turn
 
 
@@ -61,7 +63,8 @@ def check_logits(spy: LogitSpy, session, model, vision, prompt_lengths: list[int
     ours = torch.stack(spy.rows[session.seq.seq_id])
     assert ours.shape[0] == len(positions), (ours.shape, len(positions))
     delta = (ours - full[positions]).abs()
-    assert delta.max() <= TOLERANCE, f"max |Δlogit| {delta.max():.3g}, mean {delta.mean():.3g} over {len(positions)} rows"
+    tolerance = TOLERANCES.get(session.engine.adapter.family.name, TOLERANCE)
+    assert delta.max() <= tolerance, f"max |Δlogit| {delta.max():.3g}, mean {delta.mean():.3g} over {len(positions)} rows"
     return float(delta.max())
 
 
