@@ -124,14 +124,26 @@ class GatedDeltaNetLayer(DecoderLayer):
         weight = self.conv_weight[:, 0, :]
         decodes = []
         for segment in states.segments:
-            rows = slice(segment.row, segment.row + segment.length)
             conv_state, state = states.load(self.index, segment)
-            mixed, conv_state = causal_conv1d(qkv[rows], weight, None, conv_state)
-            q, k, v = self._split_heads(mixed)
             if segment.length == 1 and state is not None:  # decode: batched below
+                rows = slice(segment.row, segment.row + 1)
+                mixed, conv_state = causal_conv1d(qkv[rows], weight, None, conv_state)
+                q, k, v = self._split_heads(mixed)
                 decodes.append((segment, conv_state, state, q[0], k[0], v[0]))
                 continue
-            out[rows], state = chunked(q, k, v, g[rows], beta[rows], state)
+            # a prefill, in pieces that end at its checkpoints (a shared prefix's later readers resume there)
+            cuts = [position - segment.start for position, _ in segment.checkpoints] + [segment.length]
+            begin = 0
+            for cut, point in zip(cuts, [*segment.checkpoints, None]):
+                if cut <= begin:
+                    continue
+                rows = slice(segment.row + begin, segment.row + cut)
+                mixed, conv_state = causal_conv1d(qkv[rows], weight, None, conv_state)
+                q, k, v = self._split_heads(mixed)
+                out[rows], state = chunked(q, k, v, g[rows], beta[rows], state)
+                if point is not None:
+                    states.checkpoint(self.index, point[1], conv_state, state)
+                begin = cut
             states.store(self.index, segment, conv_state, state)
         if decodes:
             rows = torch.tensor([d[0].row for d in decodes], device=projected.device)

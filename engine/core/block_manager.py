@@ -8,6 +8,10 @@ hash table as a cached block, and free blocks are handed out least recently free
 first: unpinned cached blocks are evicted before anything else. Only full blocks are
 ever shared and a sequence only writes after its last token, so no copy-on-write is needed.
 
+Hybrid models (Qwen3.5) also need, for a shared prefix, the state of their linear-attention layers at
+its end: `resumable` (set by the engine) says which block keys have a state checkpoint, and a match
+stops at the last such block, recomputing from there (engine/core/recurrent_state.py).
+
 Blocks are registered when a step is scheduled to fill them, not after the step ran:
 a request admitted later in the same step finds them and shares them, so N sessions
 that arrive together with one system prompt compute it once. This relies on the
@@ -16,6 +20,7 @@ step reads the cache (`engine/core/attention.py` does, layer by layer).
 """
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 from engine.core.block_table import BlockTable
 from engine.core.sequence import Sequence
@@ -38,6 +43,10 @@ class BlockManager:
         # Free blocks, least recently freed first; a free block with a hash is a cached block.
         self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.blocks_evicted = 0  # cached blocks overwritten to make room
+        # hybrid models: whether a block key ends a prefix whose linear-layer state is checkpointed; None: any
+        self.resumable: Callable[[int], bool] | None = None
+        self.checkpoint_blocks = 1  # hybrid models: a state checkpoint follows every this many blocks of a prefill
+        self.registered_now: set[int] = set()  # keys registered since begin_step(): computed by the coming step
 
     @property
     def num_free(self) -> int:
@@ -59,23 +68,47 @@ class BlockManager:
         """
         if not self.enable_prefix_caching or seq.num_computed_tokens != len(seq.block_table) * self.block_size:
             return 0
-        gained = 0
-        index = len(seq.block_table)
-        while (index + 1) * self.block_size <= len(seq) - 1:
-            parent = seq.block_hashes[index - 1] if index else None
-            key = seq.block_hash(index, parent)
-            block = self.hash_to_block.get(key)
-            if block is None or self.block_tokens[block] != seq.block_tokens(index):
-                break
+        chain = self._chain(seq, len(seq) - 1)
+        if self.resumable is not None:  # only up to a prefix whose linear-layer state is kept
+            chain = chain[: max((i + 1 for i, (key, _) in enumerate(chain) if self.resumable(key)), default=0)]
+        for key, block in chain:
             if self.ref_counts[block] == 0:
                 del self.free[block]
             self.ref_counts[block] += 1
             seq.block_table.append(block)
             seq.block_hashes.append(key)
             seq.num_computed_tokens += self.block_size
-            gained += self.block_size
+        return len(chain) * self.block_size
+
+    def _chain(self, seq: Sequence, limit: int) -> list[tuple[int, int]]:
+        """(key, block) of the cached full blocks that continue `seq`'s block table, within its first `limit` tokens."""
+        chain = []
+        index = len(seq.block_table)
+        while (index + 1) * self.block_size <= limit:
+            parent = (chain[-1][0] if chain else seq.block_hashes[index - 1]) if index else None
+            key = seq.block_hash(index, parent)
+            block = self.hash_to_block.get(key)
+            if block is None or self.block_tokens[block] != seq.block_tokens(index):
+                break
+            chain.append((key, block))
             index += 1
-        return gained
+        return chain
+
+    def begin_step(self) -> None:
+        """A new step is being scheduled: blocks registered from now on are computed by it."""
+        self.registered_now.clear()
+
+    def waits_on_this_step(self, seq: Sequence) -> bool:
+        """`seq` (no blocks yet) could share a prefix up to a checkpoint that this step's forward will save.
+
+        A hybrid model's checkpoint at block i exists only after the step that computes block i; a sequence
+        whose cached prefix reaches such a block gains that prefix by waiting one step.
+        """
+        if self.resumable is None or not self.enable_prefix_caching or seq.block_table:
+            return False
+        every = self.checkpoint_blocks
+        return any((i + 1) % every == 0 and key in self.registered_now
+                   for i, (key, _) in enumerate(self._chain(seq, len(seq) - 1)))
 
     def cached_prefix_tokens(self, seq: Sequence) -> int:
         """Leading tokens of `seq` (not yet admitted) whose full blocks are in the cache; nothing is taken.
@@ -136,6 +169,7 @@ class BlockManager:
                 self.hash_to_block[key] = block
                 self.block_hash[block] = key
                 self.block_tokens[block] = seq.block_tokens(index)
+                self.registered_now.add(key)
 
     def release(self, seq: Sequence) -> None:
         """Drop `seq`'s blocks (session closed or preempted); its KV must be recomputed later.

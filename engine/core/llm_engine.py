@@ -56,13 +56,12 @@ class Engine:
         self.runner = ModelRunner(adapter, self.config, kv_blocks_for_budget(adapter.shape, self.config, adapter.dtype,
                                                                               device))
         num_blocks = self.runner.num_blocks
-        prefix_caching = self.config.enable_prefix_caching
-        if prefix_caching and self.runner.recurrent is not None:
-            # a prefix read from shared KV blocks comes without the linear layers' state for it
-            log.info("%s has linear-attention layers: prefix caching is off (each session keeps its own state "
-                     "between turns)", adapter.name)
-            prefix_caching = False
-        self.block_manager = BlockManager(num_blocks, self.config.block_size, prefix_caching)
+        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        if self.runner.recurrent is not None:  # a shared prefix needs its linear layers' state: share up to checkpoints
+            from engine.core.recurrent_state import CHECKPOINT_BLOCKS
+
+            self.block_manager.resumable = self.runner.recurrent.resumable
+            self.block_manager.checkpoint_blocks = CHECKPOINT_BLOCKS
         self.scheduler = Scheduler(self.config, self.block_manager)
         on_cpu = self.runner.device.type == "cpu"
         # the batch-invariant mode fixes the thread count: some matmuls' bits differ between 1 and 2 threads

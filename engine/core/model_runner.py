@@ -24,7 +24,7 @@ import torch
 from engine.core.attention import AttentionBackend, AttentionMetadata, PagedAttention, make_backend, resolve_backend
 from engine.core.config import EngineConfig
 from engine.core.encoder_cache import EncoderCache
-from engine.core.recurrent_state import RecurrentStates, Segment, StepStates
+from engine.core.recurrent_state import CHECKPOINT_BLOCKS, RecurrentStates, Segment, StepStates
 from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory, bytes_per_block, explicit_blocks, longest_conversation
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
@@ -62,8 +62,8 @@ class ModelRunner:
         self.dtype = adapter.dtype
         self.block_size = config.block_size
         # hybrid models (Qwen3.5): per-sequence states of the linear-attention layers (engine/core/recurrent_state.py)
-        self.recurrent = RecurrentStates() if any(getattr(layer, "recurrent", False)
-                                                  for layer in getattr(adapter, "layers", ())) else None
+        linear_layers = sum(1 for layer in getattr(adapter, "layers", ()) if getattr(layer, "recurrent", False))
+        self.recurrent = RecurrentStates(linear_layers) if linear_layers else None
         self.deterministic = config.deterministic and self.device.type in ("cpu", "cuda") and self.recurrent is None
         if config.deterministic and self.recurrent is not None:
             log.warning("deterministic (batch-invariant) inference does not cover linear-attention layers yet: their "
@@ -172,9 +172,23 @@ class ModelRunner:
             return self.graphs.run(layout)
         states = None
         if self.recurrent is not None:
-            states = self.recurrent.step([Segment(int(row), chunk.length, chunk.request.seq.seq_id, chunk.start)
-                                          for row, chunk in zip(layout.cu_seqlens_q[:-1], chunks)])
-        return self.forward_layout(layout, _pending_items(chunks), states)
+            states = self.recurrent.step([self._segment(int(row), chunk) for row, chunk
+                                          in zip(layout.cu_seqlens_q[:-1], chunks)])
+        logits = self.forward_layout(layout, _pending_items(chunks), states)
+        if self.recurrent is not None:
+            self.recurrent.trim()
+        return logits
+
+    def _segment(self, row: int, chunk: Chunk) -> Segment:
+        """A chunk as the linear layers see it, with the block keys of its resume point and its checkpoints."""
+        seq, size = chunk.request.seq, self.block_size
+        keys = seq.block_hashes  # registered by the scheduler for the blocks this step fills (prefix caching on)
+        start, end = chunk.start, chunk.start + chunk.length
+        resume = keys[start // size - 1] if start and start % size == 0 and start // size <= len(keys) else None
+        every = CHECKPOINT_BLOCKS * size
+        points = tuple((p, keys[p // size - 1]) for p in range(-(-(start + 1) // every) * every, end + 1, every)
+                       if p // size <= len(keys))
+        return Segment(row, chunk.length, seq.seq_id, start, resume, points)
 
     def forget(self, seq_id: int) -> None:
         """A sequence is gone (its session closed): free what the runner keeps for it (a hybrid model's states)."""

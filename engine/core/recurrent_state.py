@@ -7,22 +7,30 @@ covers; the runner builds a `StepStates` per step from the scheduled chunks (the
 batch, their sequence, their first position) and hands it to the layers through the attention callable.
 
 The rule that keeps them right: a chunk starting at position 0 starts from zeros, any other must find
-the state of exactly its first `start` tokens (the previous chunk of the same sequence). That holds
-when every sequence computes its tokens in order from 0, so the engine turns the prefix cache off for
-these models (a prefix read from shared KV blocks has no state to go with it) and a preempted
-sequence, whose KV is dropped, recomputes from position 0. A session keeps its state between turns,
-so its next turn prefills only the new tokens; closing it frees the state.
+the state of exactly its first `start` tokens: its own (the previous chunk of the same sequence, or the
+previous turn of its session, which so prefills only its new tokens), or a checkpoint. Checkpoints
+make prefix sharing work: every `CHECKPOINT_BLOCKS` blocks of a prefill, the linear layers save their
+state keyed by the hash of the KV block that ends there (`Segment.checkpoints`); the block manager
+matches a new sequence's cached prefix only up to the last block with a checkpoint (`resumable`), and
+its first chunk resumes from that checkpoint (`Segment.resume_key`). So N episodes with one system
+prompt compute it once, up to the checkpoint before where they part; a request arriving in the step
+that computes the prefix waits one step for the checkpoint (engine/core/scheduler.py). Checkpoints are
+kept least recently used first within `max_checkpoint_bytes`; a preempted sequence resumes from one or
+recomputes from 0. Closing a session frees its state.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
 
 from tools.errors import DossierError
 
-__all__ = ["RecurrentStates", "StepStates", "Segment"]
+__all__ = ["RecurrentStates", "StepStates", "Segment", "CHECKPOINT_BLOCKS"]
+
+CHECKPOINT_BLOCKS = 4  # a prefill saves its linear layers' state every 4 KV blocks (64 tokens at block_size 16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +41,34 @@ class Segment:
     length: int  # its tokens
     seq_id: int  # its sequence
     start: int  # its first token's index in the sequence
+    resume_key: int | None = None  # key of the KV block ending at `start` (a shared prefix's checkpoint)
+    checkpoints: tuple[tuple[int, int], ...] = ()  # (position, key of the block ending there) to save a state at
 
 
 class RecurrentStates:
     """Per sequence and linear layer: (tokens covered, conv window, DeltaNet state)."""
 
-    def __init__(self) -> None:
+    def __init__(self, linear_layers: int = 1, max_checkpoint_bytes: int = 512 * 2**20) -> None:
         self._by_seq: dict[int, dict[int, tuple[int, torch.Tensor, torch.Tensor]]] = {}
+        self.linear_layers = linear_layers  # a checkpoint is complete when every linear layer has saved
+        self.max_checkpoint_bytes = max_checkpoint_bytes
+        self.checkpoints: OrderedDict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
+        self.resumed = 0  # chunks that started from a checkpoint (a shared prefix not recomputed)
+
+    def resumable(self, key: int) -> bool:
+        """A complete checkpoint ends at the block with this key (the block manager's match stops at the last)."""
+        found = self.checkpoints.get(key)
+        if found is None or len(found) < self.linear_layers:
+            return False
+        self.checkpoints.move_to_end(key)
+        return True
+
+    def trim(self) -> None:
+        """Drop the least recently used checkpoints beyond `max_checkpoint_bytes`."""
+        total = sum(c.nbytes + s.nbytes for layers in self.checkpoints.values() for c, s in layers.values())
+        while total > self.max_checkpoint_bytes and self.checkpoints:
+            _, layers = self.checkpoints.popitem(last=False)
+            total -= sum(c.nbytes + s.nbytes for c, s in layers.values())
 
     def forget(self, seq_id: int) -> None:
         """Free a sequence's states (its session closed)."""
@@ -67,12 +96,22 @@ class StepStates:
         if segment.start == 0:
             return None, None
         found = self._states._by_seq.get(segment.seq_id, {}).get(layer)
-        if found is None or found[0] != segment.start:
-            covered = None if found is None else found[0]
-            raise DossierError(f"sequence {segment.seq_id}: layer {layer}'s linear-attention state covers {covered} "
-                               f"tokens but its chunk starts at {segment.start}; a hybrid model must compute a "
-                               "sequence in order from its first token (prefix caching off)")
-        return found[1], found[2]
+        if found is not None and found[0] == segment.start:
+            return found[1], found[2]
+        checkpoint = self._states.checkpoints.get(segment.resume_key, {}).get(layer)
+        if checkpoint is not None:  # tensors are never written in place: the sequence may start from these
+            if layer == min(self._states.checkpoints[segment.resume_key]):  # once per chunk, at its first layer
+                self._states.resumed += 1
+            return checkpoint
+        covered = None if found is None else found[0]
+        raise DossierError(f"sequence {segment.seq_id}: layer {layer}'s linear-attention state covers {covered} "
+                           f"tokens and no checkpoint ends at {segment.start}, where its chunk starts; a hybrid "
+                           "model computes a sequence from 0 or from a checkpointed prefix")
 
     def store(self, layer: int, segment: Segment, conv: torch.Tensor, state: torch.Tensor) -> None:
         self._states._by_seq.setdefault(segment.seq_id, {})[layer] = (segment.start + segment.length, conv, state)
+
+    def checkpoint(self, layer: int, key: int, conv: torch.Tensor, state: torch.Tensor) -> None:
+        """Save the state after the prefix ending at the block with this key."""
+        self._states.checkpoints.setdefault(key, {})[layer] = (conv, state)
+        self._states.checkpoints.move_to_end(key)

@@ -44,6 +44,7 @@ class Request:
         self.counters = Counters()
         self._sinks = (self.counters, *sinks)  # this request's, its session's and the engine's counters
         self.admitted = False  # prefix-matched and counted once
+        self.deferred = False  # held back one step for a prefix being computed (hybrid models: its state checkpoint)
         self.submitted_at = time.perf_counter()
         self.first_token_at: float | None = None
         self.finished_at: float | None = None

@@ -62,6 +62,7 @@ class Scheduler:
         chunks: list[Chunk] = []
         failed: list[Request] = []
         scheduled: set[int] = set()
+        self.blocks.begin_step()
         # Decode tokens first: they are cheap and keep generating sessions moving.
         order = [r for r in self.active if r.is_decoding] + [r for r in self.active if not r.is_decoding]
         for request in order:
@@ -70,6 +71,11 @@ class Scheduler:
             seq = request.seq
             if self.blocks.blocks_for(len(seq)) > self.blocks.num_blocks:
                 failed.append(request)
+                continue
+            if not request.deferred and self.blocks.waits_on_this_step(seq):
+                # a hybrid model: the prefix it would share is computed in this step, and the state checkpoint
+                # that lets it resume there exists only after it; wait one step rather than compute it again
+                request.deferred = True
                 continue
             if not request.admitted or not seq.block_table:
                 self._admit(request)

@@ -11,10 +11,10 @@ Every RMSNorm except the DeltaNet's gated one scales by (1 + weight), weights st
 `QWEN3_5_VL` is the multimodal form, the published checkpoints (`qwen3_5`): the same text model with
 interleaved M-RoPE and Qwen3-VL's inputs, and transformers' Qwen3_5VisionModel as the tower.
 
-What is not here yet (issue 49): a memory budget that counts the states (the KV pool is sized for the
-full-attention layers only; states are allocated per sequence as it starts), prefix sharing across
-sessions (off for this family: each session keeps its own state between turns), the batch-invariant
-mode, and the CUDA kernels (the PyTorch reference runs there).
+Prefix sharing goes through state checkpoints (engine/core/recurrent_state.py). What is not here yet
+(issue 49): a memory budget that counts the states (the KV pool is sized for the full-attention layers
+only; states are allocated per sequence as it starts), the batch-invariant mode, and the CUDA kernels
+(the PyTorch reference runs there).
 """
 
 import dataclasses

@@ -1,4 +1,5 @@
-"""Qwen3.5's hybrid layers in the engine (issue 49): per-sequence states, KV only where attention needs it.
+"""Qwen3.5's hybrid layers in the engine (issue 49): per-sequence states, KV only where attention needs it,
+prefix sharing through state checkpoints.
 
 Parity with transformers (prefill, batched decode with chunked prefill, a 4-turn session continued from
 its state, preemption) runs for this family in tests/engine/test_families.py like every text family; here
@@ -39,12 +40,29 @@ def test_only_full_attention_layers_hold_kv_and_closing_a_session_frees_its_stat
     assert len(engine.runner.recurrent) == 0
 
 
-def test_prefix_caching_is_off_and_a_fork_recomputes_to_the_same_tokens(hybrid, caplog):
+def test_eight_sessions_share_one_system_prompt_up_to_its_last_checkpoint(hybrid):
+    """N episodes with one system prompt: the first computes it, the others resume from its state checkpoint."""
     folder, model = hybrid
-    with caplog.at_level(logging.INFO, logger="engine.core.llm_engine"):
-        engine = _engine(folder, enable_prefix_caching=True)
-    assert "prefix caching is off" in caplog.text and not engine.block_manager.enable_prefix_caching
-    prompt = random_prompt(26, seed=2)
+    engine = _engine(folder)  # block_size 4: a checkpoint every 16 tokens
+    system = random_prompt(70, seed=5)
+    prompts = [system + random_prompt(10, seed=10 + i) for i in range(8)]
+    requests = []
+    for prompt in prompts:  # all submitted before the first step, as an agent run starts its episodes
+        session = engine.open_session()
+        session.append(prompt)
+        requests.append(engine.submit(session, SamplingParams(max_new_tokens=4, ignore_eos=True)))
+    engine.run_until_idle()
+    cached = [r.counters.tokens_cached for r in requests]
+    assert cached == [0] + [64] * 7  # the prefix's last checkpoint before 70 tokens is at 64
+    assert engine.runner.recurrent.resumed == 7
+    for prompt, request in zip(prompts, requests):
+        assert request.output_token_ids == hf_greedy(model, prompt, 4, None)
+
+
+def test_a_fork_resumes_from_a_checkpoint_to_the_same_tokens(hybrid):
+    folder, model = hybrid
+    engine = _engine(folder)
+    prompt = random_prompt(40, seed=2)
     parent = engine.open_session()
     parent.append(prompt)
     first = parent.generate(SamplingParams(max_new_tokens=5, ignore_eos=True)).output_token_ids
@@ -53,9 +71,11 @@ def test_prefix_caching_is_off_and_a_fork_recomputes_to_the_same_tokens(hybrid, 
     for session in (parent, child):
         session.append(more)
     history = parent.token_ids
-    replies = [s.generate(SamplingParams(max_new_tokens=5, ignore_eos=True)).output_token_ids for s in (parent, child)]
+    replies = [s.generate(SamplingParams(max_new_tokens=5, ignore_eos=True)) for s in (parent, child)]
     assert first == hf_greedy(model, prompt, 5, None)
-    assert replies[0] == replies[1] == hf_greedy(model, history, 5, None)
+    assert replies[0].output_token_ids == replies[1].output_token_ids == hf_greedy(model, history, 5, None)
+    # the parent's turn 2 (run first) checkpointed at 48 tokens: the child read its blocks up to there, computed 4
+    assert replies[1].counters.tokens_cached == 48 and replies[1].counters.tokens_prefilled == 4
 
 
 def test_the_batch_invariant_mode_says_it_does_not_cover_linear_layers(hybrid, caplog):

@@ -94,7 +94,8 @@ def test_same_page_in_eight_sessions_is_encoded_once(vl_model):
     engine.run_until_idle()
     vision = engine.stats()["vision"]
     assert vision["images_encoded"] == 1 and vision["encoder_calls"] == 1, vision
-    assert vision["encoder_cache_hits"] == 0  # the 8 lookups of that one step shared one encoding
+    if engine.block_manager.resumable is None:  # a hybrid model's 7 later sessions wait a step for the prefix state
+        assert vision["encoder_cache_hits"] == 0  # the 8 lookups of that one step shared one encoding
     late = _open_with_image(engine, page, "Question 9: and now? <image>")
     vision = engine.stats()["vision"]
     assert vision["images_encoded"] == 1 and vision["encoder_cache_hits"] >= 1, vision
@@ -116,7 +117,9 @@ def test_images_of_many_sessions_are_encoded_in_one_call(vl_model):
         session.submit(SamplingParams(max_new_tokens=1, ignore_eos=True))
     engine.run_until_idle()
     vision = engine.stats()["vision"]
-    assert vision["images_encoded"] == 6 and vision["encoder_calls"] == 1, vision
+    # a hybrid model's later sessions wait one step for the shared prefix's state checkpoint: a second call
+    calls = 1 if engine.block_manager.resumable is None else 2
+    assert vision["images_encoded"] == 6 and vision["encoder_calls"] == calls, vision
 
 
 def test_an_image_split_across_prefill_chunks_is_encoded_once(vl_model):
