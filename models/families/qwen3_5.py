@@ -91,6 +91,15 @@ FAMILY = FamilySpec(
     reference_class="Qwen3_5ForCausalLM", adapter=HybridDecoderModel, decoder=decoder, inputs=TextInputs(),
     weights=TEXT_WEIGHTS,
     tiny=dict(_TINY_TEXT_FIELDS, tie_word_embeddings=True),
+    shapes={
+        # llama-tiny's width, Qwen3.5's layer pattern and head layout, for engine benchmarks against HF's own cache
+        "qwen3_5-tiny": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=8, num_attention_heads=8,
+                             num_key_value_heads=2, head_dim=32, vocab_size=4096, max_position_embeddings=8192,
+                             initializer_range=0.25, linear_num_key_heads=4, linear_num_value_heads=8,
+                             linear_key_head_dim=32, linear_value_head_dim=32, tie_word_embeddings=True,
+                             layer_types=["linear_attention"] * 3 + ["full_attention"]
+                             + ["linear_attention"] * 3 + ["full_attention"]),
+    },
 )
 
 _VL_TINY = dict(
