@@ -353,4 +353,5 @@ class Engine:
                                     "others_busy_cores": round(self.threads.others, 2)}}
                    if self.threads is not None else {}),
                 **({"vision": self.runner.encoder.stats()} if self.runner.encoder is not None else {}),
+                **({"linear_states": self.runner.recurrent.stats()} if self.runner.recurrent is not None else {}),
             }

@@ -55,6 +55,12 @@ class RecurrentStates:
         self.checkpoints: OrderedDict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
         self.resumed = 0  # chunks that started from a checkpoint (a shared prefix not recomputed)
 
+    def stats(self) -> dict:
+        """What `Engine.stats()` reports under "linear_states"."""
+        checkpoint_bytes = sum(c.nbytes + s.nbytes for layers in self.checkpoints.values() for c, s in layers.values())
+        return {"sequences": len(self._by_seq), "state_bytes": self.nbytes(), "checkpoints": len(self.checkpoints),
+                "checkpoint_bytes": checkpoint_bytes, "resumed_from_checkpoint": self.resumed}
+
     def resumable(self, key: int) -> bool:
         """A complete checkpoint ends at the block with this key (the block manager's match stops at the last)."""
         found = self.checkpoints.get(key)
