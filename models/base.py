@@ -49,6 +49,7 @@ class ModelShape:
     max_positions: int  # longest sequence the model was trained for, in tokens
     position_dims: int = 1  # 1 for RoPE, 3 for M-RoPE (temporal, height, width)
     kv_layers: tuple[int, ...] | None = None  # the layers that keep KV; None: all (a hybrid's linear layers do not)
+    state_bytes: int = 0  # per sequence, the fixed-size states of a hybrid model's linear layers (float32)
 
     @property
     def num_kv_layers(self) -> int:

@@ -7,6 +7,12 @@ minus what the decode CUDA graphs and the encoder cache will take, becomes KV bl
 (no free-memory reading that means anything on a shared machine) the pool is `CPU_KV_CACHE_GIB`.
 `EngineConfig.kv_cache_gib` or `num_kv_blocks` override both.
 
+A hybrid model (linear-attention layers with a fixed-size state per sequence, `ModelShape.state_bytes`)
+takes its states and their prefix checkpoints from the same budget (`split_for_states`): a quarter of
+it, at most one state per `max_num_seqs`, becomes state slots, an eighth (at most 512 MiB) checkpoints,
+the rest KV blocks; a budget that cannot hold one state and two blocks is refused at start with the
+numbers. The scheduler keeps the live states within the slots by preempting idle sessions.
+
 The longest conversation the engine takes is the model's context or what the pool holds, the
 smaller (`longest_conversation`); with `EngineConfig.max_model_len` set, a pool that cannot hold
 one request of that length is refused at start, naming the numbers and the flag to change.
@@ -21,7 +27,7 @@ from models.base import ModelShape
 from tools.errors import DossierError
 
 __all__ = ["CPU_KV_CACHE_GIB", "bytes_per_block", "blocks_from_free_memory", "explicit_blocks", "longest_conversation",
-           "pool_line"]
+           "pool_line", "split_for_states", "state_budget", "StateBudget"]
 
 CPU_KV_CACHE_GIB = 2.0  # the pool on a CPU when no size is given (every command: run, serve, chat, train, eval)
 
@@ -42,7 +48,42 @@ def explicit_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype,
         if device == "cuda":
             return None
         gib = CPU_KV_CACHE_GIB
-    return max(2, int(gib * 2**30 // bytes_per_block(shape, config, dtype)))
+    budget = int(gib * 2**30)
+    if shape.state_bytes:
+        budget = split_for_states(shape, config, budget, bytes_per_block(shape, config, dtype)).kv_bytes
+    return max(2, budget // bytes_per_block(shape, config, dtype))
+
+
+STATE_SHARE = 0.25  # of a hybrid model's budget, at most, for its sequences' states
+CHECKPOINT_SHARE = 0.125  # and for prefix checkpoints (at most MAX_CHECKPOINT_BYTES)
+MAX_CHECKPOINT_BYTES = 512 * 2**20
+
+
+class StateBudget:
+    """A hybrid model's budget split: state slots, checkpoint bytes, and what is left for KV blocks."""
+
+    def __init__(self, slots: int, checkpoint_bytes: int, kv_bytes: int) -> None:
+        self.slots, self.checkpoint_bytes, self.kv_bytes = slots, checkpoint_bytes, kv_bytes
+
+
+def split_for_states(shape: ModelShape, config: EngineConfig, budget: int, per_block: int) -> StateBudget:
+    """How a hybrid model's `budget` bytes are shared: states (one per slot), checkpoints, KV blocks.
+
+    Raises:
+        DossierError: the budget cannot hold one sequence's state and two KV blocks (the numbers, what to raise).
+    """
+    state = shape.state_bytes
+    slots = min(config.max_num_seqs, int(budget * STATE_SHARE) // state)
+    checkpoint_bytes = min(MAX_CHECKPOINT_BYTES, int(budget * CHECKPOINT_SHARE))
+    kv_bytes = budget - slots * state - checkpoint_bytes
+    if slots < 1 or kv_bytes < 2 * per_block:
+        mib = 2**20
+        raise DossierError(
+            f"a KV budget of {budget / mib:.1f} MiB is too small for this model: each sequence's linear-attention "
+            f"state takes {state / mib:.2f} MiB (a quarter of the budget is for states, so at least "
+            f"{4 * state / mib:.1f} MiB), and one KV block {per_block / mib:.3f} MiB; raise --kv-cache-gib "
+            "(or --gpu-memory-utilization on a GPU)")
+    return StateBudget(slots, checkpoint_bytes, kv_bytes)
 
 
 def blocks_from_free_memory(total: int, free: int, activation_peak: int, reserved: int, per_block: int,
@@ -91,3 +132,17 @@ def pool_line(num_blocks: int, block_size: int, per_block: int, longest: int, si
     """The load line: the pool in tokens and GiB, where its size came from, and the longest conversation."""
     return (f"KV pool {num_blocks * block_size:,} tokens ({num_blocks * per_block / 2**30:.2f} GiB, {sized_from}); "
             f"longest conversation {longest:,} tokens")
+
+
+def state_budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> StateBudget | None:
+    """A hybrid model's state slots and checkpoint bytes, as `explicit_blocks` split its budget; None: no states.
+
+    With `num_kv_blocks` given, or on a GPU sized from free memory, the states take `max_num_seqs` slots and
+    checkpoints up to MAX_CHECKPOINT_BYTES (on a GPU the runner keeps that much free before sizing the pool).
+    """
+    if not shape.state_bytes:
+        return None
+    gib = config.kv_cache_gib if config.kv_cache_gib is not None else (None if device == "cuda" else CPU_KV_CACHE_GIB)
+    if config.num_kv_blocks is not None or gib is None:
+        return StateBudget(config.max_num_seqs, MAX_CHECKPOINT_BYTES, 0)
+    return split_for_states(shape, config, int(gib * 2**30), bytes_per_block(shape, config, dtype))

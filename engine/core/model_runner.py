@@ -25,7 +25,8 @@ from engine.core.attention import AttentionBackend, AttentionMetadata, PagedAtte
 from engine.core.config import EngineConfig
 from engine.core.encoder_cache import EncoderCache
 from engine.core.recurrent_state import CHECKPOINT_BLOCKS, RecurrentStates, Segment, StepStates
-from engine.core.kv_budget import CPU_KV_CACHE_GIB, blocks_from_free_memory, bytes_per_block, explicit_blocks, longest_conversation
+from engine.core.kv_budget import (CPU_KV_CACHE_GIB, blocks_from_free_memory, bytes_per_block, explicit_blocks,
+                                  longest_conversation, state_budget)
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
 from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem
@@ -63,7 +64,11 @@ class ModelRunner:
         self.block_size = config.block_size
         # hybrid models (Qwen3.5): per-sequence states of the linear-attention layers (engine/core/recurrent_state.py)
         linear_layers = sum(1 for layer in getattr(adapter, "layers", ()) if getattr(layer, "recurrent", False))
-        self.recurrent = RecurrentStates(linear_layers) if linear_layers else None
+        self.states_budget = state_budget(shape, config, self.dtype, self.device.type) if linear_layers else None
+        self.recurrent = None
+        if linear_layers:
+            self.recurrent = RecurrentStates(linear_layers, self.states_budget.checkpoint_bytes,
+                                             self.states_budget.slots)
         self.deterministic = config.deterministic and self.device.type in ("cpu", "cuda") and self.recurrent is None
         if config.deterministic and self.recurrent is not None:
             log.warning("deterministic (batch-invariant) inference does not cover linear-attention layers yet: their "
@@ -145,6 +150,8 @@ class ModelRunner:
         graphs = self.config.cuda_graphs and self.attention.graphs
         batch = min(self.config.max_num_seqs, self.config.cuda_graph_max_batch)
         reserved = (batch * self.adapter.shape.vocab_size * 4 + 256 * 2**20) if graphs else 0  # logits + pool slack
+        if self.states_budget is not None:  # a hybrid model's states and checkpoints come from the same memory
+            reserved += self.states_budget.slots * self.adapter.shape.state_bytes + self.states_budget.checkpoint_bytes
         if self.encoder is not None:
             reserved += int(self.config.encoder_cache_gib * 2**30)
         blocks = blocks_from_free_memory(total, free, activation_peak, reserved, self.per_block,

@@ -48,8 +48,9 @@ class Segment:
 class RecurrentStates:
     """Per sequence and linear layer: (tokens covered, conv window, DeltaNet state)."""
 
-    def __init__(self, linear_layers: int = 1, max_checkpoint_bytes: int = 512 * 2**20) -> None:
+    def __init__(self, linear_layers: int = 1, max_checkpoint_bytes: int = 512 * 2**20, slots: int = 2**31) -> None:
         self._by_seq: dict[int, dict[int, tuple[int, torch.Tensor, torch.Tensor]]] = {}
+        self.slots = slots  # sequences that may hold a state at once (the scheduler preempts idle ones beyond)
         self.linear_layers = linear_layers  # a checkpoint is complete when every linear layer has saved
         self.max_checkpoint_bytes = max_checkpoint_bytes
         self.checkpoints: OrderedDict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
@@ -75,6 +76,10 @@ class RecurrentStates:
         while total > self.max_checkpoint_bytes and self.checkpoints:
             _, layers = self.checkpoints.popitem(last=False)
             total -= sum(c.nbytes + s.nbytes for c, s in layers.values())
+
+    def holds(self, seq_id: int) -> bool:
+        """Whether the sequence has a state now."""
+        return seq_id in self._by_seq
 
     def forget(self, seq_id: int) -> None:
         """Free a sequence's states (its session closed)."""

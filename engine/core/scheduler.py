@@ -44,6 +44,7 @@ class Scheduler:
         self.sequences: dict[int, Sequence] = {}  # every open session's sequence, for LRU preemption
         self.busy: set[int] = set()  # seq ids with an active request
         self.preemptions = 0
+        self.states = None  # a hybrid model's RecurrentStates (set by the engine): at most `slots` sequences hold one
 
     def add(self, request: Request) -> None:
         self.active.append(request)
@@ -85,6 +86,8 @@ class Scheduler:
                 length = min(length, capacity - seq.num_computed_tokens)
                 if length <= 0:
                     continue  # wait for blocks held by requests already in this step
+            if self.states is not None and not self._state_room(seq, scheduled):
+                continue  # every state slot is held by a sequence in this step: wait
             self.blocks.allocate(seq, seq.num_computed_tokens + length)
             self.blocks.register_blocks(seq, seq.num_computed_tokens + length)
             chunks.append(Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq)))
@@ -141,6 +144,23 @@ class Scheduler:
                 return other
         return None
 
+    def _state_room(self, seq: Sequence, scheduled: set[int]) -> bool:
+        """A sequence about to get a linear-attention state finds a free slot, idle sessions' states freed LRU first
+        (each such session is preempted: it resumes later from a checkpoint or from its first token)."""
+        states = self.states
+        if states.holds(seq.seq_id):
+            return True
+        new_here = sum(1 for other in scheduled if not states.holds(other))  # states this step will create
+        while len(states) + new_here >= states.slots:
+            idle = [s for s in self.sequences.values()
+                    if s.seq_id not in self.busy and s.seq_id not in scheduled and states.holds(s.seq_id)]
+            if not idle:
+                return False
+            self._preempt(min(idle, key=lambda s: s.last_used_step))
+        return True
+
     def _preempt(self, seq: Sequence) -> None:
         self.preemptions += 1
         self.blocks.release(seq)
+        if self.states is not None:
+            self.states.forget(seq.seq_id)  # its KV is gone: its state is of tokens it must compute again

@@ -62,8 +62,9 @@ def _linear_layers(adapter) -> None:
         if kind == "linear_attention":
             adapter.layers[i] = GatedDeltaNetLayer(adapter.spec.layer, linear, i)
     # only the full-attention layers keep KV blocks; the others a state per sequence
-    adapter.shape = dataclasses.replace(adapter.shape, kv_layers=tuple(i for i, kind in enumerate(kinds)
-                                                                       if kind != "linear_attention"))
+    adapter.shape = dataclasses.replace(
+        adapter.shape, kv_layers=tuple(i for i, kind in enumerate(kinds) if kind != "linear_attention"),
+        state_bytes=linear.state_bytes() * sum(1 for kind in kinds if kind == "linear_attention"))
 
 
 class HybridDecoderModel(DecoderModel):

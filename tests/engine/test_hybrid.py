@@ -12,6 +12,7 @@ import pytest
 
 from engine import Engine, EngineConfig, SamplingParams
 from tests.engine.conftest import build_model, hf_greedy, random_prompt
+from tools.errors import DossierError
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +85,30 @@ def test_the_batch_invariant_mode_says_it_does_not_cover_linear_layers(hybrid, c
     with caplog.at_level(logging.WARNING, logger="engine.core.model_runner"):
         engine = _engine(folder, deterministic=True)
     assert not engine.runner.deterministic and "linear-attention layers" in caplog.text
+
+
+def test_states_share_the_kv_budget_and_idle_sessions_give_theirs_up(hybrid):
+    """A quarter of the budget is state slots (here 2); a third session preempts the least recently used idle one."""
+    folder, model = hybrid
+    probe = _engine(folder)
+    state = probe.adapter.shape.state_bytes
+    assert state == 3 * (4 * (128 * 3 + 4 * 16 * 16))  # 3 linear layers: conv window (128 channels x 3) + 4 heads
+    engine = Engine.from_pretrained(str(folder), EngineConfig(block_size=4, kv_cache_gib=(8 * state + 64) / 2**30))
+    assert engine.runner.recurrent.slots == 2
+    sessions = [engine.open_session() for _ in range(4)]
+    for i, session in enumerate(sessions):  # one turn each; all stay open (idle) afterwards
+        session.append(random_prompt(20, seed=40 + i))
+        session.generate(SamplingParams(max_new_tokens=3, ignore_eos=True))
+        assert engine.stats()["linear_states"]["sequences"] <= 2
+    for i, session in enumerate(sessions):  # a second turn: the evicted ones recompute their history
+        session.append(random_prompt(5, seed=50 + i))
+        history = session.token_ids
+        reply = session.generate(SamplingParams(max_new_tokens=3, ignore_eos=True))
+        assert reply.output_token_ids == hf_greedy(model, history, 3, None), f"session {i}"
+    assert engine.stats()["preemptions"] >= 2 and engine.stats()["linear_states"]["sequences"] <= 2
+
+
+def test_a_budget_without_room_for_one_state_is_refused_with_the_numbers(hybrid):
+    folder, _ = hybrid
+    with pytest.raises(DossierError, match=r"linear-attention state takes .* MiB .* raise --kv-cache-gib"):
+        Engine.from_pretrained(str(folder), EngineConfig(block_size=4, kv_cache_gib=2e-6))
