@@ -158,7 +158,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "Run to run, the thread count alone moves a row: `make demo DEMO_MODEL=qwen2.5-1.5b` (bf16, 2 threads, "
                  "the same agent and questions) answered 8/20, this table's bf16 row (1 thread) 5/20. On an AVX2 machine "
                  "(2026-12-01, 2 threads) float32 answered 6/20, int8 5/20 and int4 3/20. So differences of a few "
-                 "questions here are arithmetic noise, and none of these rows differs significantly from float32.")),
+                 "questions here are arithmetic noise, and none of these rows differs significantly from float32.",
+                 "The rows below ran before the batch-invariant mode (no `deterministic` in their run.json). On "
+                 "2026-12-06 (the AMX Xeon, commit f81116d, each pass from an empty root) the float32, bfloat16 and "
+                 "int4 rows were re-run twice in the mode (float32 with 2 threads, the others with 1): 6/20, 5/20 "
+                 "and 3/20, the figures above, and each row's two passes gave identical predictions (20/20, wall "
+                 "time aside); the int8 row is madqa-sample's bm25 row, re-run twice there (4/20 in the mode). "
+                 "Those runs are not archived here. Across CPU kinds see docs/determinism.md: with the Xeon's AVX2 "
+                 "code paths forced, logits differ in their last bits and no answer moved on the sample rows tried.")),
     Table("madqa-sample", "MADQA's agent and baselines on the sample suite (20 questions)", "sample", "bm25",
           _madqa_rows(), claims=_MADQA_CLAIMS, effort_row="bm25",
           notes=("The same rows run on another machine (an AVX2 AMD EPYC, 2 threads, 2026-12-01; those run directories "
