@@ -87,7 +87,8 @@ def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, 
     """
     length, heads, key_dim = k.shape
     value_dim = v.shape[-1]
-    s = torch.zeros(heads, key_dim, value_dim) if state is None else state.float()
+    device = k.device  # everything below on the inputs' device (a CUDA run of this reference too)
+    s = torch.zeros(heads, key_dim, value_dim, device=device) if state is None else state.float()
     if length == 0:
         return v.new_zeros(0, heads, value_dim, dtype=torch.float32), s
     pad = (-length) % chunk
@@ -96,10 +97,10 @@ def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, 
                for x in (q, k, v))
     g, beta = (F.pad(x.float().transpose(0, 1), (0, pad)).reshape(heads, -1, chunk) for x in (g, beta))
     cum = g.cumsum(-1)  # G_t, per chunk
-    below = torch.ones(chunk, chunk, dtype=torch.bool).tril()  # j <= t
+    below = torch.ones(chunk, chunk, dtype=torch.bool, device=device).tril()  # j <= t
     decay = (cum[..., :, None] - cum[..., None, :]).masked_fill(~below, float("-inf")).exp()  # exp(G_t - G_j)
-    strictly = decay.masked_fill(torch.eye(chunk, dtype=torch.bool), 0.0)
-    system = torch.eye(chunk) + beta[..., :, None] * (k @ k.transpose(-1, -2)) * strictly  # I + A
+    strictly = decay.masked_fill(torch.eye(chunk, dtype=torch.bool, device=device), 0.0)
+    system = torch.eye(chunk, device=device) + beta[..., :, None] * (k @ k.transpose(-1, -2)) * strictly  # I + A
     rhs = torch.cat([beta[..., None] * v, (beta * cum.exp())[..., None] * k], dim=-1)
     solved = torch.linalg.solve_triangular(system, rhs, upper=False, unitriangular=True)
     w, z = solved[..., :value_dim], solved[..., value_dim:]  # u = w - z S0
@@ -107,7 +108,7 @@ def chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, 
     q_decayed = q * cum.exp()[..., None]
     k_to_end = k * (cum[..., -1:] - cum).exp()[..., None]
     end_decay = cum[..., -1].exp()
-    out = torch.empty(heads, q.shape[1], chunk, value_dim)
+    out = torch.empty(heads, q.shape[1], chunk, value_dim, device=device)
     for c in range(q.shape[1]):
         u = w[:, c] - z[:, c] @ s
         out[:, c] = q_decayed[:, c] @ s + scores[:, c] @ u

@@ -55,12 +55,12 @@ class RecurrentStates:
         self.max_checkpoint_bytes = max_checkpoint_bytes
         self.checkpoints: OrderedDict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
         self.resumed = 0  # chunks that started from a checkpoint (a shared prefix not recomputed)
+        self.checkpoint_bytes = 0  # what the checkpoints hold now
 
     def stats(self) -> dict:
         """What `Engine.stats()` reports under "linear_states"."""
-        checkpoint_bytes = sum(c.nbytes + s.nbytes for layers in self.checkpoints.values() for c, s in layers.values())
         return {"sequences": len(self._by_seq), "state_bytes": self.nbytes(), "checkpoints": len(self.checkpoints),
-                "checkpoint_bytes": checkpoint_bytes, "resumed_from_checkpoint": self.resumed}
+                "checkpoint_bytes": self.checkpoint_bytes, "resumed_from_checkpoint": self.resumed}
 
     def resumable(self, key: int) -> bool:
         """A complete checkpoint ends at the block with this key (the block manager's match stops at the last)."""
@@ -72,10 +72,9 @@ class RecurrentStates:
 
     def trim(self) -> None:
         """Drop the least recently used checkpoints beyond `max_checkpoint_bytes`."""
-        total = sum(c.nbytes + s.nbytes for layers in self.checkpoints.values() for c, s in layers.values())
-        while total > self.max_checkpoint_bytes and self.checkpoints:
+        while self.checkpoint_bytes > self.max_checkpoint_bytes and self.checkpoints:
             _, layers = self.checkpoints.popitem(last=False)
-            total -= sum(c.nbytes + s.nbytes for c, s in layers.values())
+            self.checkpoint_bytes -= sum(c.nbytes + s.nbytes for c, s in layers.values())
 
     def holds(self, seq_id: int) -> bool:
         """Whether the sequence has a state now."""
@@ -124,5 +123,11 @@ class StepStates:
 
     def checkpoint(self, layer: int, key: int, conv: torch.Tensor, state: torch.Tensor) -> None:
         """Save the state after the prefix ending at the block with this key."""
-        self._states.checkpoints.setdefault(key, {})[layer] = (conv, state)
-        self._states.checkpoints.move_to_end(key)
+        states = self._states
+        layers = states.checkpoints.setdefault(key, {})
+        old = layers.get(layer)
+        if old is not None:
+            states.checkpoint_bytes -= old[0].nbytes + old[1].nbytes
+        layers[layer] = (conv, state)
+        states.checkpoint_bytes += conv.nbytes + state.nbytes
+        states.checkpoints.move_to_end(key)

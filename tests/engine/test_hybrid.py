@@ -112,3 +112,17 @@ def test_a_budget_without_room_for_one_state_is_refused_with_the_numbers(hybrid)
     folder, _ = hybrid
     with pytest.raises(DossierError, match=r"linear-attention state takes .* MiB .* raise --kv-cache-gib"):
         Engine.from_pretrained(str(folder), EngineConfig(block_size=4, kv_cache_gib=2e-6))
+
+
+def test_checkpoints_stay_within_their_bytes_least_recently_used_first():
+    import torch
+
+    from engine.core.recurrent_state import RecurrentStates, Segment
+
+    store = RecurrentStates(linear_layers=1, max_checkpoint_bytes=3 * 2 * 64)  # three checkpoints of 2 x 64 bytes
+    step = store.step([Segment(0, 4, 1, 0)])
+    for key in range(5):
+        step.checkpoint(0, key, torch.zeros(16), torch.zeros(16))
+        assert store.resumable(0) or key >= 3  # reading key 0 keeps it the most recently used
+        store.trim()
+    assert store.checkpoint_bytes <= 3 * 128 and set(store.checkpoints) == {0, 3, 4}
