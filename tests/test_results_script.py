@@ -255,7 +255,8 @@ def test_the_llm_judge_scores_from_its_archived_verdicts_and_judges_only_what_is
 
     result = results.score_table(table, root, docs / "runs")
     a, b = (r["figures"]["judge"] for r in result["rows"])
-    assert a == {"missing": 0, "correct": 3, "raw": 1.0, "accuracy": 1.0, "accuracy_ci": a["accuracy_ci"], "calls": 1}
+    assert a == {"missing": 0, "correct": 3, "raw": 1.0, "accuracy": 1.0, "accuracy_ci": a["accuracy_ci"], "calls": 1,
+                 "judged_raw": 1.0, "clipped": None, "on_numeric": a["on_numeric"]}  # 2 exact matches, 1 judged
     assert b["raw"] == round(2 / 3, 4) and b["calls"] == 2 and b["correct"] == 2  # "48 250 USD" judged incorrect
     # the judge is a column of its own: ANLS*'s verdicts still make the accuracy, Kuiper and the tests
     assert result["rows"][0]["figures"]["correct"] == 2  # "25 dollars" for "$25": the judge accepts it, ANLS* does not
