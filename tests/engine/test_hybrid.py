@@ -9,6 +9,7 @@ what is particular to a model whose linear layers keep a state instead of KV.
 import logging
 
 import pytest
+import torch
 
 from engine import Engine, EngineConfig, SamplingParams
 from tests.engine.conftest import build_model, hf_greedy, random_prompt
@@ -126,3 +127,35 @@ def test_checkpoints_stay_within_their_bytes_least_recently_used_first():
         assert store.resumable(0) or key >= 3  # reading key 0 keeps it the most recently used
         store.trim()
     assert store.checkpoint_bytes <= 3 * 128 and set(store.checkpoints) == {0, 3, 4}
+
+
+@pytest.mark.parametrize("family, config_kwargs", [
+    ("qwen3_5-vl", {}),  # transformers' default Qwen3_5Config: a 9B-sized model (hidden 4096, 32 layers)
+    ("glm46v", {"text_config": {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                    "partial_rotary_factor": 0.5}}}),  # as GLM-4.1V/4.6V publish
+])
+def test_every_tensor_of_a_full_size_model_maps_onto_ours(family, config_kwargs):
+    """transformers' own tensor names and shapes at a full-size config, on the meta device: each LM tensor is read
+    into one of ours with matching shapes, none is left unused, and the tower's are all there. (Not the published
+    checkpoints' index files, which are on the Hub: a published extra such as Qwen3.5's `mtp.*` is not covered.)"""
+    import transformers
+
+    from models.registry import family_named
+    from models.weights import _sources, split_checkpoint
+
+    spec = family_named(family)
+    config = getattr(transformers, spec.config_class)(**config_kwargs)
+    with torch.device("meta"):
+        reference = spec.reference()(config)
+        ours = spec.adapter(config, spec, None, None, name=family)
+    visual, text, head = split_checkpoint(spec.weights, reference.state_dict())
+    params = dict(ours.named_parameters())
+    used = set()
+    for target, names in _sources(ours):
+        assert all(n in text for n in names), (target, names)
+        assert sum(text[n].shape[0] for n in names) == params[target].shape[0], target
+        assert all(text[n].shape[1:] == params[target].shape[1:] for n in names), target
+        used.update(names)
+    assert used == set(text), sorted(set(text) - used)[:5]
+    assert set(ours.visual.state_dict()) <= set(visual)
+    assert head is not None and head.shape == (config.text_config.vocab_size, config.text_config.hidden_size)
