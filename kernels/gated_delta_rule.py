@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["prepare", "chunked", "recurrent_step", "causal_conv1d", "CHUNK"]
+__all__ = ["prepare", "chunked", "recurrent_step", "causal_conv1d", "causal_conv1d_step", "CHUNK"]
 
 CHUNK = 64  # tokens a chunk solves at once (the triangular system is CHUNK x CHUNK per head)
 
@@ -136,3 +136,20 @@ def causal_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     if activation:
         out = F.silu(out)
     return out.transpose(0, 1).to(x.dtype), window[:, window.shape[-1] - (width - 1):].clone()
+
+
+def causal_conv1d_step(x: torch.Tensor, weight: torch.Tensor, states: torch.Tensor,
+                       activation: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """One new input of each of B sequences (decode), in one call instead of B `causal_conv1d` calls.
+
+    Args:
+        x: [B, channels]; weight: [channels, width]; states: [B, channels, width-1], each sequence's previous inputs.
+
+    Returns:
+        (outputs [B, channels] in x's dtype, the new states [B, channels, width-1]).
+    """
+    window = torch.cat([states.to(x.dtype), x[:, :, None]], dim=-1)  # [B, channels, width]
+    out = (window.to(weight.dtype) * weight).sum(-1)
+    if activation:
+        out = F.silu(out)
+    return out.to(x.dtype), window[:, :, 1:].clone()

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from kernels.gated_delta_rule import causal_conv1d, chunked, prepare, recurrent_step
+from kernels.gated_delta_rule import causal_conv1d, causal_conv1d_step, chunked, prepare, recurrent_step
 from models.decoder import DecoderLayer, LayerSpec, RMSNorm
 
 __all__ = ["GatedDeltaNetLayer", "LinearSpec", "GatedRMSNorm"]
@@ -122,14 +122,11 @@ class GatedDeltaNetLayer(DecoderLayer):
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())
         out = torch.empty(projected.shape[0], heads, value_dim, dtype=torch.float32, device=projected.device)
         weight = self.conv_weight[:, 0, :]
-        decodes = []
+        decodes = []  # (segment, conv window, state) of each decode token: conv and DeltaNet batched below
         for segment in states.segments:
             conv_state, state = states.load(self.index, segment)
-            if segment.length == 1 and state is not None:  # decode: batched below
-                rows = slice(segment.row, segment.row + 1)
-                mixed, conv_state = causal_conv1d(qkv[rows], weight, None, conv_state)
-                q, k, v = self._split_heads(mixed)
-                decodes.append((segment, conv_state, state, q[0], k[0], v[0]))
+            if segment.length == 1 and state is not None:
+                decodes.append((segment, conv_state, state))
                 continue
             # a prefill, in pieces that end at its checkpoints (a shared prefix's later readers resume there)
             cuts = [position - segment.start for position, _ in segment.checkpoints] + [segment.length]
@@ -146,12 +143,12 @@ class GatedDeltaNetLayer(DecoderLayer):
                 begin = cut
             states.store(self.index, segment, conv_state, state)
         if decodes:
-            rows = torch.tensor([d[0].row for d in decodes], device=projected.device)
-            new, next_states = recurrent_step(torch.stack([d[3] for d in decodes]), torch.stack([d[4] for d in decodes]),
-                                              torch.stack([d[5] for d in decodes]), g[rows], beta[rows],
-                                              torch.stack([d[2] for d in decodes]))
+            rows = torch.tensor([segment.row for segment, _, _ in decodes], device=projected.device)
+            mixed, conv_states = causal_conv1d_step(qkv[rows], weight, torch.stack([c for _, c, _ in decodes]))
+            q, k, v = self._split_heads(mixed)
+            new, next_states = recurrent_step(q, k, v, g[rows], beta[rows], torch.stack([s for _, _, s in decodes]))
             out[rows] = new
-            for (segment, conv_state, *_), state in zip(decodes, next_states):
+            for (segment, _, _), conv_state, state in zip(decodes, conv_states, next_states):
                 states.store(self.index, segment, conv_state, state)
         normed = self.gdn_norm(out.to(projected.dtype), z.view(-1, heads, value_dim))
         return normed.reshape(projected.shape[0], heads * value_dim)

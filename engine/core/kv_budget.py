@@ -20,6 +20,8 @@ one request of that length is refused at start, naming the numbers and the flag 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from engine.core.config import EngineConfig
@@ -59,11 +61,13 @@ CHECKPOINT_SHARE = 0.125  # and for prefix checkpoints (at most MAX_CHECKPOINT_B
 MAX_CHECKPOINT_BYTES = 512 * 2**20
 
 
+@dataclass(frozen=True, slots=True)
 class StateBudget:
     """A hybrid model's budget split: state slots, checkpoint bytes, and what is left for KV blocks."""
 
-    def __init__(self, slots: int, checkpoint_bytes: int, kv_bytes: int) -> None:
-        self.slots, self.checkpoint_bytes, self.kv_bytes = slots, checkpoint_bytes, kv_bytes
+    slots: int
+    checkpoint_bytes: int
+    kv_bytes: int
 
 
 def split_for_states(shape: ModelShape, config: EngineConfig, budget: int, per_block: int) -> StateBudget:

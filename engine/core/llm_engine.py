@@ -27,6 +27,7 @@ from engine.core.counters import Counters
 from engine.core.fair_lock import FairRLock
 from engine.core.detokenizer import StopStrings
 from engine.core.model_runner import ModelRunner, kv_blocks_for_budget
+from engine.core.recurrent_state import CHECKPOINT_BLOCKS
 from engine.core.request import FinishReason, Request
 from engine.core.sampler import sample
 from engine.core.sampling_params import SamplingParams
@@ -58,8 +59,6 @@ class Engine:
         num_blocks = self.runner.num_blocks
         self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
         if self.runner.recurrent is not None:  # a shared prefix needs its linear layers' state: share up to checkpoints
-            from engine.core.recurrent_state import CHECKPOINT_BLOCKS
-
             self.block_manager.resumable = self.runner.recurrent.resumable
             self.block_manager.checkpoint_blocks = CHECKPOINT_BLOCKS
         self.scheduler = Scheduler(self.config, self.block_manager)

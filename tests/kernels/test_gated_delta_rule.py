@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.gated_delta_rule import causal_conv1d, chunked, prepare, recurrent_step
+from kernels.gated_delta_rule import causal_conv1d, causal_conv1d_step, chunked, prepare, recurrent_step
 
 hf = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
 
@@ -84,3 +84,11 @@ def test_causal_conv1d_resumes_from_its_state_and_matches_transformers():
         out, state = causal_conv1d(x[t:t + 1], weight, bias, state)
         parts.append(out)
     torch.testing.assert_close(torch.cat(parts), whole)
+    # decode for several sequences at once: the same outputs and windows as one call each
+    states = torch.randn(3, channels, width - 1, generator=generator)
+    tokens = torch.randn(3, channels, generator=generator)
+    batched, windows = causal_conv1d_step(tokens, weight, states)
+    for i in range(3):
+        one, window = causal_conv1d(tokens[i:i + 1], weight, None, states[i])
+        torch.testing.assert_close(batched[i], one[0])
+        assert torch.equal(windows[i], window)
