@@ -108,3 +108,13 @@ def hf_greedy(model, prompt: list[int], max_new_tokens: int, eos: list[int] | No
 def random_prompt(length: int, seed: int, vocab: int = 448, low: int = 4) -> list[int]:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(low, vocab, (length,), generator=generator).tolist()
+
+
+def native_bf16() -> bool:
+    """True on a CPU with native bf16 (avx512_bf16 or AMX), where the engine runs bf16 for real."""
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
+NO_BF16 = pytest.mark.skipif(not native_bf16(), reason="this CPU has no native bf16 (avx512_bf16/AMX): bf16 "
+                                                        "would be emulated, and the engine does not run it there")

@@ -16,20 +16,13 @@ import pytest
 import torch
 
 from engine import Engine, EngineConfig, SamplingParams
-from tests.engine.conftest import random_prompt
+from tests.engine.conftest import NO_BF16, random_prompt
 
 PROMPT_LENS = (5, 23, 40, 17, 61, 31)
 NEW = 6
 BLOCK = 4
 
 
-def _native_bf16() -> bool:
-    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
-    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
-
-
-NO_BF16 = pytest.mark.skipif(not _native_bf16(), reason="this CPU has no native bf16 (avx512_bf16/AMX): bf16 "
-                                                         "would be emulated, and the engine does not run it there")
 NO_INT8 = pytest.mark.skipif("fbgemm" not in torch.backends.quantized.supported_engines,
                              reason="the int8 CPU path needs FBGEMM (x86)")
 CASES = [("tiny_llama", "float32"), ("tiny_qwen2", "float32"),
