@@ -13,7 +13,8 @@ Dossier process on the machine). `ours` is Dossier's defaults (OpenMP threads sl
 idle; the forward uses one thread per core other processes leave free, engine/core/threads.py);
 `before` is what Dossier did before: libgomp's stock spin-waiting (`GOMP_SPINCOUNT=300000`,
 its default when OMP_WAIT_POLICY is unset) and a fixed 2 threads. `passive-2` and
-`spin-auto` are the two halves alone, so each gain is attributed. Times are the measured
+`spin-auto` are the two halves alone, so each gain is attributed; `short-spin` lets idle threads spin
+about 0.1 ms before sleeping (faster alone, much slower under load: docs/benchmarks.md). Times are the measured
 run's episodes (its `run_summary.json` seconds, model load excluded) and its whole process.
 
 Usage:
@@ -44,6 +45,7 @@ VARIANTS = {
     "before": ({"GOMP_SPINCOUNT": "300000"}, ["--threads", "2"]),  # stock libgomp spin-waiting, 2 threads always
     "passive-2": ({}, ["--threads", "2"]),  # ablation: the wait policy alone
     "spin-auto": ({"GOMP_SPINCOUNT": "300000"}, []),  # ablation: the adaptive thread count alone
+    "short-spin": ({"GOMP_SPINCOUNT": "10000"}, []),  # idle threads spin ~0.1 ms, then sleep
 }
 CONDITIONS = ("alone", "busy", "model")
 
