@@ -31,7 +31,7 @@ class WeightNames:
     """Where a family's checkpoint keeps the tensors of our decoder (and tower)."""
 
     norms: tuple[tuple[str, str], ...]  # (our layer norm, the HF name of that norm in a layer)
-    prefixes: tuple[tuple[str, str], ...] = TEXT_PREFIXES  # (checkpoint prefix, "text" | "visual" | "lm_head"), first match wins
+    prefixes: tuple[tuple[str, str], ...] = TEXT_PREFIXES  # (checkpoint prefix, "text" | "visual" | "lm_head" | "skip"), first match wins
     save_prefix: str = "model."  # prefix of the LM's tensors in transformers 5 names ("model.language_model." for VL)
     fused_gate_up: bool = False  # the checkpoint stores mlp.gate_up_proj (GLM-4V) rather than gate_proj + up_proj
 
@@ -51,9 +51,9 @@ def split_checkpoint(names: WeightNames, tensors: dict[str, torch.Tensor]) -> tu
                     visual[rest] = tensor
                 elif part == "text":
                     text[rest] = tensor
-                elif rest == "weight":
+                elif part == "lm_head" and rest == "weight":
                     head = tensor
-                break
+                break  # "skip": tensors the family does not use (Qwen3.5's multi-token-prediction head, say)
     return visual, text, head
 
 

@@ -28,7 +28,7 @@ from models.rotary import RopeSpec, mrope_axes
 from models.text_inputs import TextInputs
 from models.vision_language.modeling import VisionLanguageAdapter
 from models.vision_language.shapes import TINY_TEXT, marker_ids
-from models.weights import TEXT_WEIGHTS
+from models.weights import TEXT_PREFIXES, TEXT_WEIGHTS
 
 __all__ = ["FAMILY", "QWEN3_5_VL", "HybridDecoderModel", "HybridVisionLanguageAdapter"]
 
@@ -87,10 +87,17 @@ _TINY_TEXT_FIELDS = dict(head_dim=16, num_hidden_layers=4, linear_num_key_heads=
                          linear_key_head_dim=16, linear_value_head_dim=16,
                          layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
 
+# A text-only Qwen3.5 checkpoint keeps the LM where the published (vision-language) ones do, under
+# model.language_model, as transformers' own conversion for qwen3_5_text expects (a public fine-tune of the 2B,
+# tests/fixtures/qwen3_5-2b-text.index-names.json, is stored so); one cut from a published checkpoint may still
+# carry its tower and its multi-token-prediction head, which the text model does not use.
+TEXT_ONLY_WEIGHTS = dataclasses.replace(TEXT_WEIGHTS, prefixes=(
+    ("model.language_model.", "text"), ("model.visual.", "skip"), ("mtp.", "skip"), *TEXT_PREFIXES))
+
 FAMILY = FamilySpec(
     name="qwen3_5", model_types=("qwen3_5_text",), config_class="Qwen3_5TextConfig",
     reference_class="Qwen3_5ForCausalLM", adapter=HybridDecoderModel, decoder=decoder, inputs=TextInputs(),
-    weights=TEXT_WEIGHTS,
+    weights=TEXT_ONLY_WEIGHTS,
     tiny=dict(_TINY_TEXT_FIELDS, tie_word_embeddings=True),
     shapes={
         # llama-tiny's width, Qwen3.5's layer pattern and head layout, for engine benchmarks against HF's own cache

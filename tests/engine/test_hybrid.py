@@ -202,3 +202,26 @@ def test_a_bf16_session_kept_between_turns_equals_a_recompute_and_is_as_close_to
         hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)(tokens).logits[0, rows].float()
     ours_error, hf_error = (ours - float32).abs().mean(), (hf_bf16 - float32).abs().mean()
     assert ours_error <= BF16_MEAN_VS_HF * hf_error, f"mean |Δ| to float32: ours {ours_error:.4f}, HF bf16 {hf_error:.4f}"
+
+
+def test_a_text_only_checkpoint_under_the_published_prefix_loads_and_skips_what_it_does_not_use(hybrid, tmp_path):
+    """A text-only Qwen3.5 fine-tune is stored as the published checkpoints are, its LM under
+    model.language_model (transformers converts qwen3_5_text's names so; a public 2B fine-tune's index reads
+    "model.language_model.layers.0.linear_attn.A_log", ...), and one cut from a published checkpoint may still
+    hold its multi-token-prediction head and tower: it loads, and answers as the same weights under model.*."""
+    from safetensors.torch import load_file, save_file
+
+    folder, _ = hybrid
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    tensors = load_file(folder / "model.safetensors")
+    renamed = {("model.language_model." + k[len("model."):] if k.startswith("model.") else k): v for k, v in tensors.items()}
+    renamed |= {"mtp.fc.weight": torch.zeros(4, 4), "model.visual.patch_embed.proj.weight": torch.zeros(2, 2)}
+    save_file(renamed, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    prompt = random_prompt(20, seed=1)
+    outputs = []
+    for source in (folder, tmp_path):
+        session = _engine(source).open_session()
+        session.append(prompt)
+        outputs.append(session.generate(SamplingParams(max_new_tokens=6, ignore_eos=True)).output_token_ids)
+    assert outputs[0] == outputs[1]
