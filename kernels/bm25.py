@@ -109,6 +109,31 @@ class ScoreMatrix:
             nonoccurrence=getattr(retriever, "nonoccurrence_array", None),
         )
 
+    @classmethod
+    def load_bm25s_dir(cls, folder) -> "ScoreMatrix":
+        """The score matrix of a folder written by `bm25s.BM25.save`, memory-mapped, without importing bm25s.
+
+        The same arrays `bm25s.BM25.load(folder, mmap=True)` maps (its `data/indices/indptr.csc.index.npy`,
+        `num_docs` from `params.index.json`, and `nonoccurrence_array.index.npy` for BM25L/BM25+), for a
+        process that only searches: importing bm25s loads numba and scipy, 0.2 s of a cold `dossier search`.
+        tests/search/test_index.py checks it against bm25s's own load.
+        """
+        import json
+        from pathlib import Path
+
+        folder = Path(folder)
+        params = json.loads((folder / "params.index.json").read_text())
+        arrays = [np.load(folder / f"{name}.csc.index.npy", mmap_mode="r") for name in ("data", "indices", "indptr")]
+        data, indices, indptr = arrays
+        num_docs = params.get("num_docs")
+        if num_docs is None:
+            num_docs = int(indices.max()) + 1 if len(indices) else 0
+        nonoccurrence = None
+        if params.get("method") in ("bm25l", "bm25+"):
+            nonoccurrence = np.load(folder / "nonoccurrence_array.index.npy")
+        return cls(data=data if data.dtype == np.float32 else data.astype(np.float32), indices=indices,
+                   indptr=indptr, num_docs=int(num_docs), nonoccurrence=nonoccurrence)
+
     def check_sorted(self) -> None:
         """Raise ValueError unless every token's doc ids are strictly ascending (O(nnz))."""
         if self.nnz == 0:

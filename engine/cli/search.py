@@ -39,12 +39,12 @@ def _late_device(device: str) -> str:
 
 
 def _ranker(corpus: Path, rerank: str, late_model: str, late_device: str = "auto", device: str = "cpu",
-            retriever: str = "default"):
+            retriever: str = "default", backend: str = "auto"):
     """A function (query, k, document, mode, snippets) -> hits, with or without the late reranker."""
     from tools.errors import DossierError
     from tools.search import Searcher
 
-    searcher = Searcher(corpus, device=device, retriever=retriever)
+    searcher = Searcher(corpus, device=device, retriever=retriever, backend=backend)
     if rerank == "none":
         return searcher, lambda q, k, doc, mode, snip: searcher.search(q, k=k, document=doc, mode=mode, snippets=snip)
     if rerank != "late":
@@ -130,7 +130,10 @@ def search_cmd(
         1. 3M_2018_10K p.60  score 7.41
            … Purchases of property, plant and equipment … **capital** **expenditure** …
     """
-    searcher, rank = _ranker(corpus, rerank, late_model, late_device, device, retriever)
+    # One query per process: numpy's scoring (the same bits, tests/kernels/test_bm25.py) takes less than loading
+    # numba and its compiled kernel from the cache (about 0.3 s), which pays back over an agent's many queries.
+    backend = "reference" if device == "cpu" else "auto"
+    searcher, rank = _ranker(corpus, rerank, late_model, late_device, device, retriever, backend)
     if searcher.stale:
         typer.secho("warning: the corpus changed since it was indexed; run `dossier index` to refresh", err=True,
                     fg=typer.colors.YELLOW)

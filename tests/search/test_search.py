@@ -112,3 +112,19 @@ def test_index_is_memory_mapped(tmp_path):
     s = Searcher(tmp_path / "c", backend="reference")
     assert isinstance(s.index.matrix.data, np.memmap) or isinstance(s.index.matrix.data.base, np.memmap)
     assert isinstance(s.index.positions.positions, np.memmap)
+
+
+def test_the_index_read_without_bm25s_is_bm25s_own_load(tmp_path):
+    """ScoreMatrix.load_bm25s_dir (the searcher's reader, no bm25s import) maps the arrays bm25s.BM25.load maps."""
+    import bm25s
+
+    from kernels.bm25 import ScoreMatrix
+
+    _random_store(tmp_path)
+    folder = tmp_path / "c" / "index" / "bm25"
+    ours = ScoreMatrix.load_bm25s_dir(folder)
+    theirs = ScoreMatrix.from_bm25s(bm25s.BM25.load(folder, mmap=True, load_vocab=False, show_progress=False))
+    assert ours.num_docs == theirs.num_docs == 12 * 8 and ours.nonoccurrence is None is theirs.nonoccurrence
+    for name in ("data", "indices", "indptr"):
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+        assert getattr(ours, name).dtype == getattr(theirs, name).dtype, name

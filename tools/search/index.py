@@ -141,7 +141,6 @@ class SearchIndex:
 
         if retriever not in RETRIEVERS:
             raise DossierError(f"unknown retriever {retriever!r}; use one of {', '.join(RETRIEVERS)}")
-        bm25s = _bm25s()
         folder = Path(corpus) / INDEX_DIR
         meta_path = folder / "pages.json"
         if not meta_path.is_file():
@@ -156,8 +155,8 @@ class SearchIndex:
 
             matrix, positions, vocab = load_whoosh_index(Path(corpus), folder / WHOOSH_DIR, meta)
             return cls(folder / WHOOSH_DIR, matrix, positions, vocab, meta | {"retriever": retriever})
-        bm25 = bm25s.BM25.load(folder / "bm25", mmap=True, load_vocab=False, show_progress=False)
-        return cls(folder, ScoreMatrix.from_bm25s(bm25), PositionalIndex.load(folder / "positions"), vocab, meta)
+        matrix = ScoreMatrix.load_bm25s_dir(folder / "bm25")  # bm25s's files, read without importing it
+        return cls(folder, matrix, PositionalIndex.load(folder / "positions"), vocab, meta)
 
     @property
     def num_pages(self) -> int:
