@@ -16,6 +16,7 @@
 Nothing is fetched from a hub: HF_HUB_OFFLINE=1 is set before transformers loads anything.
 """
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -239,6 +240,37 @@ def _converted_gguf(gguf: Path, dtype: torch.dtype | None = None) -> Path:
     target = base if dtype == torch.float32 else base.with_name(f"{base.name}-{str(dtype).removeprefix('torch.')}")
     if (target / "model.safetensors").is_file():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _conversion_lock(target, gguf.name):
+        if (target / "model.safetensors").is_file():  # another process converted it while this one waited
+            return target
+        return _convert(gguf, dtype, target)
+
+
+@contextlib.contextmanager
+def _conversion_lock(target: Path, name: str):
+    """One conversion of a model at a time across processes (two results runs loading the same model at once).
+
+    Without it the second to finish replaced the first's directory while the first was loading from it
+    ("has no *.safetensors weights"). An advisory lock on a file beside the target; the kernel drops it
+    when the process ends, so a killed conversion leaves nothing to clean up.
+    """
+    import fcntl
+
+    with open(target.with_name(target.name + ".lock"), "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.warning("waiting for another process converting %s into %s", name, target)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert(gguf: Path, dtype: torch.dtype, target: Path) -> Path:
+    """Dequantise `gguf` into `target` (staged, then renamed into place); the caller holds the lock."""
     started = time.perf_counter()
     log.warning("converting %s to safetensors in %s (first load only)", gguf.name, target)
     from safetensors.torch import save_file
