@@ -155,34 +155,36 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "had on these machines (no model hub; the package registry holds only the GGUF parts).",
                  "Every row pins its dtype, so the table means the same on every CPU; a bf16 row runs at full speed "
                  "only on a CPU with avx512_bf16 or AMX (the machine of each run is in its record).",
-                 "Run to run, the thread count alone moves a row: `make demo DEMO_MODEL=qwen2.5-1.5b` (bf16, 2 threads, "
-                 "the same agent and questions) answered 8/20, this table's bf16 row (1 thread) 5/20. On an AVX2 machine "
-                 "(2026-12-01, 2 threads) float32 answered 6/20, int8 5/20 and int4 3/20. So differences of a few "
-                 "questions here are arithmetic noise, and none of these rows differs significantly from float32.",
-                 "The rows below ran before the batch-invariant mode (no `deterministic` in their run.json). On "
-                 "2026-12-06 (the AMX Xeon, commit f81116d, each pass from an empty root) the float32, bfloat16 and "
-                 "int4 rows were re-run twice in the mode (float32 with 2 threads, the others with 1): 6/20, 5/20 "
-                 "and 3/20, the figures above, and each row's two passes gave identical predictions (20/20, wall "
-                 "time aside); the int8 row is madqa-sample's bm25 row, re-run twice there (4/20 in the mode). "
-                 "Those runs are not archived here. Across CPU kinds see docs/determinism.md: with the Xeon's AVX2 "
-                 "code paths forced, logits differ in their last bits and no answer moved on the sample rows tried.")),
+                 "The thread count alone moves a row: on the AMX Xeon `make demo DEMO_MODEL=qwen2.5-1.5b` (bf16, 2 "
+                 "threads, the same agent and questions) answered 8/20, the bf16 row at 1 thread 5/20. On an AVX2 "
+                 "machine (2026-12-01, 2 threads, before the batch-invariant mode) float32 answered 6/20, int8 5/20 "
+                 "and int4 3/20. So differences of a few questions here are arithmetic noise, and none of these rows "
+                 "differs significantly from float32.",
+                 "Every row ran in the batch-invariant mode (`deterministic` in its run.json) on 2026-12-06, on an "
+                 "AMD EPYC Zen 5 (AVX-512 with avx512_bf16, no AMX; 2 cores, 1 thread a row, commit ed9e0ff), each "
+                 "from an empty root; bfloat16, int8 and int4 ran twice and each row's two passes gave identical "
+                 "predictions (20/20, wall time aside). On the AMX Xeon the same rows in the mode (commit f81116d, "
+                 "not archived) answered float32 6/20, bfloat16 5/20, int8 4/20, int4 3/20: across the two CPU "
+                 "kinds float32 and int8 gave the same figures, bfloat16 (AMX tiles there, avx512_bf16 here) "
+                 "moved, 7/20 against 5/20, and int4 (bf16 activations) gave 3/20 on both. The float32 row's 20 records (answers, citations, searches, token counts) equal "
+                 "the Xeon's run of 2026-12-02 made before the mode, record for record.")),
     Table("madqa-sample", "MADQA's agent and baselines on the sample suite (20 questions)", "sample", "bm25",
           _madqa_rows(), claims=_MADQA_CLAIMS, effort_row="bm25",
           notes=("The same rows run on another machine (an AVX2 AMD EPYC, 2 threads, 2026-12-01; those run directories "
-                 "were not archived) gave bm25 5/20, guided 8/20, rag 17/20, oracle 18/20 and closed-book 4/20: up to "
-                 "two questions a row from these. Greedy decoding in other arithmetic (SIMD width, thread count) parts "
+                 "were not archived; before the batch-invariant mode) gave bm25 5/20, guided 8/20, rag 17/20, oracle 18/20 "
+                 "and closed-book 4/20: up to three questions a row from these. Greedy decoding in other arithmetic (SIMD width, thread count) parts "
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
                  "the claim's verdict is the same on both machines.",
-                 "The rows below ran before the batch-invariant mode (no `deterministic` in their run.json). Four of "
-                 "them were re-run twice in the mode on 2026-12-06 (commit e6dae8c, the AMX Xeon, 2 threads, each "
-                 "pass from an empty root): bm25 4/20, rag 17/20, oracle 17/20 (Page F1 0.650), closed-book 3/20, "
-                 "and in each row the two passes' predictions were identical (20/20, wall time aside). guided and "
-                 "filesearch followed the same way at commit f81116d (1 thread): 5/20 and 17/20, passes identical. "
-                 "Those runs are not archived here; rlm was not re-run (about 70 min a pass in the mode here). Across CPU kinds (AVX2 vs "
-                 "AVX-512/AMX) the mode's row tiles take other kernels, so its answers may still differ there. "
-                 "With the Xeon's AVX2 code paths forced (torch, MKL, oneDNN, numba; same commit, 2026-12-06) "
-                 "the four rows' predictions were identical to the native runs, 80 of 80, though the logits "
-                 "differ in their last bits (docs/determinism.md); a real AVX2 machine was not at hand.")),
+                 "Every row but rlm ran in the batch-invariant mode (`deterministic` in its run.json) on 2026-12-06, "
+                 "on an AMD EPYC Zen 5 (AVX-512 with avx512_bf16, no AMX; 2 cores, 1 thread a row, commit ed9e0ff), "
+                 "twice each from an empty root, and each row's two passes gave identical predictions (20/20, wall "
+                 "time aside). The same rows in the mode on the AMX Xeon (commits e6dae8c and f81116d, not archived) "
+                 "gave the same figures: bm25 4/20, guided 5/20, rag 17/20, filesearch 17/20, oracle 17/20 (Page F1 "
+                 "0.650), closed-book 3/20. Against these rows' earlier runs (the Xeon, before the mode) only "
+                 "1-10 of 20 records were identical in the int8 rows: int8's per-call activation range made "
+                 "answers depend on the batch then. The rlm row is the Xeon's run of 2026-12-02, before the mode. With the Xeon's AVX2 code paths forced (torch, MKL, "
+                 "oneDNN, numba) the mode's predictions did not move either (80 of 80, docs/determinism.md); a "
+                 "real AVX2 machine was not at hand.")),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
           "bm25", _madqa_rows(rlm_sizing=RLM_FINANCEBENCH_SIZING), limit=50, claims=_MADQA_CLAIMS, judge=FINANCEBENCH_JUDGE,
           effort_row="bm25", verdict=NUMERIC,
