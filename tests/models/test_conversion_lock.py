@@ -4,6 +4,7 @@ Seen 2026-12-06: two results runs started the same bf16 row together; the second
 deleted the first's directory while the first was loading from it ("has no *.safetensors weights").
 """
 
+import hashlib
 import threading
 import time
 
@@ -24,8 +25,7 @@ def test_a_conversion_waits_for_the_one_under_way_and_uses_its_result(tmp_path, 
 
     def first_process():  # holds the lock while it "converts", then leaves the finished model behind
         nonlocal target
-        stat = gguf.stat()
-        import hashlib
+        stat = gguf.stat()  # the cache name _converted_gguf gives this file in bf16
         key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
         target = loading.cache_root() / "models" / f"{gguf.stem}-{key}-bfloat16"
         target.parent.mkdir(parents=True)
