@@ -175,14 +175,14 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "and closed-book 4/20: up to three questions a row from these. Greedy decoding in other arithmetic (SIMD width, thread count) parts "
                  "on near-ties, so at n = 20 a row moves by about two questions on top of its sampling interval; "
                  "the claim's verdict is the same on both machines.",
-                 "Every row but rlm ran in the batch-invariant mode (`deterministic` in its run.json) on 2026-12-06, "
+                 "Every row ran in the batch-invariant mode (`deterministic` in its run.json) on 2026-12-06, "
                  "on an AMD EPYC Zen 5 (AVX-512 with avx512_bf16, no AMX; 2 cores, 1 thread a row, commit ed9e0ff), "
                  "twice each from an empty root, and each row's two passes gave identical predictions (20/20, wall "
                  "time aside). The same rows in the mode on the AMX Xeon (commits e6dae8c and f81116d, not archived) "
                  "gave the same figures: bm25 4/20, guided 5/20, rag 17/20, filesearch 17/20, oracle 17/20 (Page F1 "
-                 "0.650), closed-book 3/20. Against these rows' earlier runs (the Xeon, before the mode) only "
+                 "0.650), closed-book 3/20 (rlm was not run there in the mode). Against these rows' earlier runs (the Xeon, before the mode) only "
                  "1-10 of 20 records were identical in the int8 rows: int8's per-call activation range made "
-                 "answers depend on the batch then. The rlm row is the Xeon's run of 2026-12-02, before the mode. With the Xeon's AVX2 code paths forced (torch, MKL, "
+                 "answers depend on the batch then (rlm: none of 20 records; it answered 0/20 then, 1/20 now). With the Xeon's AVX2 code paths forced (torch, MKL, "
                  "oneDNN, numba) the mode's predictions did not move either (80 of 80, docs/determinism.md); a "
                  "real AVX2 machine was not at hand.")),
     Table("madqa-financebench", "MADQA's agent and baselines on FinanceBench (the first 50 questions)", "financebench",
