@@ -97,3 +97,16 @@ def test_dossier_eval_prints_the_qguide_block_for_a_swept_run(tmp_path):
     assert "accuracy at search budget" not in human.output
     assert "## Q-Guide" in (tmp_path / "runs" / "run0" / "eval" / "report.md").read_text()
     assert "plot-qguide-budget" in (tmp_path / "runs" / "run0" / "eval" / "report.html").read_text()
+
+
+def test_a_step_curve_gets_one_fit_whatever_the_rounding():
+    """1/13 right at T = 1, then 2/13 (qguide-sample's sweep): every k past ~14 fits exactly, and the search used
+    to stop wherever rounding left it (k 33.818 and B 3.74e13 on one CPU, 33.82 and 3.75e13 on another). The
+    least steep exact k is taken instead: the same on every machine, and a perturbation far below the printed
+    precision does not move it."""
+    t = np.arange(1, 5)
+    step = [1 / 13, 2 / 13, 2 / 13, 2 / 13]
+    fit = fit_saturating(t, step)
+    assert fit["r2"] == pytest.approx(1.0) and 5 < fit["k"] < 25 and fit["A"] == pytest.approx(2 / 13)
+    nudged = fit_saturating(t, [v + 1e-15 * i for i, v in enumerate(step)])
+    assert round(nudged["k"], 3) == round(fit["k"], 3) and f"{nudged['B']:.3g}" == f"{fit['B']:.3g}"

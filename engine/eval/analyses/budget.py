@@ -72,6 +72,17 @@ def fit_saturating(budgets: Sequence[float], accuracies: Sequence[float]) -> dic
             low = left
     k = (low + high) / 2
     a, b, sse = _solve(t, y, k)
+    exact = 1e-12 * total
+    if sse <= exact and _solve(t, y, 0.8 * k)[2] <= exact:  # a step: a whole range of k fits exactly, and where
+        low, high = _K_RANGE[0], k  # the search stopped was rounding (B 3.74e13 or 3.75e13 by CPU kind), so take
+        for _ in range(200):  # the least steep k that fits to 1e-12 of the variance, a well-defined one
+            middle = (low + high) / 2
+            if _solve(t, y, middle)[2] <= exact:
+                high = middle
+            else:
+                low = middle
+        k = high
+        a, b, sse = _solve(t, y, k)
     if b <= 0:  # accuracy falls with the budget: A − B·e^(−kt) with B ≤ 0 is no saturating gain, and its
         return {**empty, "falling": True}  # least-squares parameters are absurd (B ≈ −1e13 for one drop)
     fitted = saturating(t, a, b, k)
