@@ -162,8 +162,8 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "differs significantly from float32.",
                  "Every row ran in the batch-invariant mode (`deterministic` in its run.json) on 2026-12-06, on an "
                  "AMD EPYC Zen 5 (AVX-512 with avx512_bf16, no AMX; 2 cores, 1 thread a row, commit ed9e0ff), each "
-                 "from an empty root; bfloat16, int8 and int4 ran twice and each row's two passes gave identical "
-                 "predictions (20/20, wall time aside). On the AMX Xeon the same rows in the mode (commit f81116d, "
+                 "from an empty root, twice, and each row's two passes gave identical predictions (20/20, wall time "
+                 "aside). On the AMX Xeon the same rows in the mode (commit f81116d, "
                  "not archived) answered float32 6/20, bfloat16 5/20, int8 4/20, int4 3/20: across the two CPU "
                  "kinds float32 and int8 gave the same figures, bfloat16 (AMX tiles there, avx512_bf16 here) "
                  "moved, 7/20 against 5/20, and int4 (bf16 activations) gave 3/20 on both. The float32 row's 20 records (answers, citations, searches, token counts) equal "
