@@ -466,3 +466,26 @@ def test_a_row_that_never_searches_has_no_first_query_hit():
     searched = results.row_figures([], first | {"behaviour": {"searches_per_question": 2.5}}, "correct")
     assert (never["first_query_page_hit"], searched["first_query_page_hit"]) == (None, 0.0)
     assert results_common._pct(never["first_query_page_hit"]) == "–"
+
+
+def test_the_archived_runs_hold_no_machine_path():
+    """archive_run writes `runs/results/...` for the root a run was made under; a run archived from a copy under
+    another root kept its machine path (seen 2026-12-06: nine run.json files with /tmp/...). Every path-like
+    value of every archived run.json must be relative."""
+    from pathlib import Path
+
+    runs = Path(__file__).resolve().parents[1] / "docs" / "results" / "runs"
+
+    def strings(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+        elif isinstance(value, str):
+            yield value
+
+    found = [(path.parent.name, text) for path in sorted(runs.glob("*/run.json"))
+             for text in strings(json.loads(path.read_text())) if text.startswith(("/tmp/", "/home/", "/root/", "/work/"))]
+    assert not found, found[:5]
