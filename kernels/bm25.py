@@ -116,15 +116,15 @@ class ScoreMatrix:
         The same arrays `bm25s.BM25.load(folder, mmap=True)` maps (its `data/indices/indptr.csc.index.npy`,
         `num_docs` from `params.index.json`, and `nonoccurrence_array.index.npy` for BM25L/BM25+), for a
         process that only searches: importing bm25s loads numba and scipy, 0.2 s of a cold `dossier search`.
-        tests/search/test_index.py checks it against bm25s's own load.
+        tests/search/test_search.py checks it against bm25s's own load.
         """
         import json
         from pathlib import Path
 
         folder = Path(folder)
         params = json.loads((folder / "params.index.json").read_text())
-        arrays = [np.load(folder / f"{name}.csc.index.npy", mmap_mode="r") for name in ("data", "indices", "indptr")]
-        data, indices, indptr = arrays
+        data, indices, indptr = (np.load(folder / f"{name}.csc.index.npy", mmap_mode="r")
+                                 for name in ("data", "indices", "indptr"))
         num_docs = params.get("num_docs")
         if num_docs is None:
             num_docs = int(indices.max()) + 1 if len(indices) else 0

@@ -88,9 +88,10 @@ _TINY_TEXT_FIELDS = dict(head_dim=16, num_hidden_layers=4, linear_num_key_heads=
                          layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"])
 
 # A text-only Qwen3.5 checkpoint keeps the LM where the published (vision-language) ones do, under
-# model.language_model, as transformers' own conversion for qwen3_5_text expects (a public fine-tune of the 2B,
-# tests/fixtures/qwen3_5-2b-text.index-names.json, is stored so); one cut from a published checkpoint may still
-# carry its tower and its multi-token-prediction head, which the text model does not use.
+# model.language_model, as transformers' own conversion for qwen3_5_text expects (a public fine-tune of the 2B
+# is stored so: "model.language_model.layers.0.linear_attn.A_log", ...); one cut from a published checkpoint may
+# still carry its tower and its multi-token-prediction head, which the text model does not use
+# (tests/engine/test_hybrid.py: test_a_text_only_checkpoint_under_the_published_prefix_...).
 TEXT_ONLY_WEIGHTS = dataclasses.replace(TEXT_WEIGHTS, prefixes=(
     ("model.language_model.", "text"), ("model.visual.", "skip"), ("mtp.", "skip"), *TEXT_PREFIXES))
 
