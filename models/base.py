@@ -50,11 +50,19 @@ class ModelShape:
     position_dims: int = 1  # 1 for RoPE, 3 for M-RoPE (temporal, height, width)
     kv_layers: tuple[int, ...] | None = None  # the layers that keep KV; None: all (a hybrid's linear layers do not)
     state_bytes: int = 0  # per sequence, the fixed-size states of a hybrid model's linear layers (float32)
+    window: int | None = None  # the sliding window of `window_layers`, tokens
+    window_layers: tuple[int, ...] = ()  # layers that attend through `window`: their KV has a pool of its own
 
     @property
     def num_kv_layers(self) -> int:
         """Layers with a K and V cache."""
         return self.num_layers if self.kv_layers is None else len(self.kv_layers)
+
+    @property
+    def full_layers(self) -> tuple[int, ...]:
+        """Layers whose KV covers the whole context (every KV layer but the sliding-window ones)."""
+        kv = range(self.num_layers) if self.kv_layers is None else self.kv_layers
+        return tuple(layer for layer in kv if layer not in self.window_layers)
 
 
 @dataclass(slots=True)

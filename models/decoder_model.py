@@ -40,6 +40,7 @@ class DecoderModel(ModelAdapter):
         self.shape = ModelShape(
             num_layers=spec.num_layers, num_kv_heads=layer.kv_heads, head_dim=layer.head_dim,
             vocab_size=spec.vocab_size, max_positions=spec.max_positions, position_dims=spec.rope.position_dims,
+            **_window_fields(spec.windows),
         )
         windows = spec.windows or (None,) * spec.num_layers
         variants = spec.layer_variants or (spec.rope.variants[0],) * spec.num_layers
@@ -130,3 +131,13 @@ class DecoderModel(ModelAdapter):
         markers = [getattr(self.config, key, None) for key in _MARKER_KEYS]
         head = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         head[[m for m in markers if m is not None and m < head.shape[0]]] = 0.0
+
+
+def _window_fields(windows: tuple[int | None, ...]) -> dict:
+    """ModelShape's `window` and `window_layers`: the sliding-window layers get a KV pool of their own when they
+    share one window and some layers are global (no split when windows differ or every layer slides)."""
+    sizes = {w for w in windows if w is not None}
+    if len(sizes) != 1 or None not in windows:  # every layer sliding: nothing for the other pool to hold
+        return {}
+    window = sizes.pop()
+    return {"window": window, "window_layers": tuple(i for i, w in enumerate(windows) if w == window)}

@@ -22,7 +22,9 @@ Backends (`resolve_backend` picks one; `make_backend` builds it):
 GPU paths build no dense mask and no padded copy of the cache.
 
 A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers): each query then
-sees only the last `window` positions up to itself. The cache still holds every row.
+sees only the last `window` positions up to itself. Such layers keep their KV in a pool of their own
+that frees what falls out of every window (engine/core/window_blocks.py); their block tables point out-of-
+window entries at a null block that the window keeps every kernel from reading into a result.
 """
 
 from __future__ import annotations
@@ -149,14 +151,20 @@ class PagedAttention:
         self.meta = meta
         self.backend = backend
         self.recurrent = None  # a hybrid model's linear-attention states for the step (engine/core/recurrent_state.py)
+        self.layer_meta: dict[int, AttentionMetadata] = {}  # layers whose cache has its own block tables
+
+    def use_for(self, layers, meta: AttentionMetadata) -> None:
+        """`layers` read and write their cache through `meta` (sliding-window layers with a pool of their own)."""
+        self.layer_meta.update(dict.fromkeys(layers, meta))
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  window: int | None = None) -> torch.Tensor:
         k_cache, v_cache = self.k_cache[layer], self.v_cache[layer]
+        meta = self.layer_meta.get(layer, self.meta)
         kv_heads, head_dim = k_cache.shape[-2:]
-        k_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, k)
-        v_cache.view(-1, kv_heads, head_dim).index_copy_(0, self.meta.slot_mapping, v)
-        return self.backend.forward(q, k, v, k_cache, v_cache, self.meta, window)
+        k_cache.view(-1, kv_heads, head_dim).index_copy_(0, meta.slot_mapping, k)
+        v_cache.view(-1, kv_heads, head_dim).index_copy_(0, meta.slot_mapping, v)
+        return self.backend.forward(q, k, v, k_cache, v_cache, meta, window)
 
 
 # name -> "module:Class"; a new backend is one class and one line here

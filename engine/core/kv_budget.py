@@ -13,6 +13,10 @@ it, at most one state per `max_num_seqs`, becomes state slots, an eighth (at mos
 the rest KV blocks; a budget that cannot hold one state and two blocks is refused at start with the
 numbers. The scheduler keeps the live states within the slots by preempting idle sessions.
 
+A model with sliding-window layers (Gemma-3's local layers) keeps their KV in a pool of its own that holds
+only each sequence's window (engine/core/window_blocks.py): `split_for_window` gives it what the sequences
+can use, at most an even share, and the main pool the rest, so long conversations fit in more tokens.
+
 The longest conversation the engine takes is the model's context or what the pool holds, the
 smaller (`longest_conversation`); with `EngineConfig.max_model_len` set, a pool that cannot hold
 one request of that length is refused at start, naming the numbers and the flag to change.
@@ -29,22 +33,30 @@ from models.base import ModelShape
 from tools.errors import DossierError
 
 __all__ = ["CPU_KV_CACHE_GIB", "bytes_per_block", "blocks_from_free_memory", "explicit_blocks", "longest_conversation",
-           "pool_line", "split_for_states", "state_budget", "StateBudget"]
+           "pool_line", "split_for_states", "split_for_window", "state_budget", "StateBudget", "window_blocks",
+           "window_blocks_needed", "window_bytes_per_block"]
 
 CPU_KV_CACHE_GIB = 2.0  # the pool on a CPU when no size is given (every command: run, serve, chat, train, eval)
 
 
 def bytes_per_block(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
-    """Bytes one KV block takes over every layer (keys and values)."""
+    """Bytes one KV block takes over the layers of the main pool (keys and values): every KV layer but the
+    sliding-window ones, which have a pool of their own (`window_bytes_per_block`)."""
+    return _block_bytes(len(shape.full_layers), shape, config, dtype)
+
+
+def window_bytes_per_block(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
+    """Bytes one block of the sliding-window layers' pool takes (0: the model has none)."""
+    return _block_bytes(len(shape.window_layers), shape, config, dtype)
+
+
+def _block_bytes(layers: int, shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
     element = torch.empty((), dtype=dtype).element_size()
-    return 2 * shape.num_kv_layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
+    return 2 * layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
 
 
-def explicit_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> int | None:
-    """Blocks of an explicitly sized pool (`num_kv_blocks`, `kv_cache_gib`, or the CPU default); None on a GPU
-    with no size given: the runner sizes it from free memory after its warm-up."""
-    if config.num_kv_blocks is not None:
-        return config.num_kv_blocks
+def _budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> int | None:
+    """Bytes for KV blocks of an explicitly sized pool (after a hybrid model's states); None: sized otherwise."""
     gib = config.kv_cache_gib
     if gib is None:
         if device == "cuda":
@@ -52,8 +64,68 @@ def explicit_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype,
         gib = CPU_KV_CACHE_GIB
     budget = int(gib * 2**30)
     if shape.state_bytes:
-        budget = split_for_states(shape, config, budget, bytes_per_block(shape, config, dtype)).kv_bytes
-    return max(2, budget // bytes_per_block(shape, config, dtype))
+        per_block = bytes_per_block(shape, config, dtype) + window_bytes_per_block(shape, config, dtype)
+        budget = split_for_states(shape, config, budget, per_block).kv_bytes
+    return budget
+
+
+def explicit_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> int | None:
+    """Blocks of an explicitly sized pool (`num_kv_blocks`, `kv_cache_gib`, or the CPU default); None on a GPU
+    with no size given: the runner sizes it from free memory after its warm-up."""
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks
+    budget = _budget(shape, config, dtype, device)
+    return None if budget is None else split_for_window(shape, config, dtype, budget)[0]
+
+
+def window_blocks(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str, num_blocks: int) -> int:
+    """Blocks of the sliding-window layers' pool beside a main pool of `num_blocks` (0: no such layers).
+
+    From a byte budget it is `split_for_window`'s share; beside a pool given in blocks (`num_kv_blocks`, tests),
+    what the sequences need (`window_blocks_needed`) but at most `num_blocks`, and at least one sequence's.
+    """
+    if not shape.window_layers:
+        return 0
+    budget = None if config.num_kv_blocks is not None else _budget(shape, config, dtype, device)
+    if budget is not None:
+        return split_for_window(shape, config, dtype, budget)[1]
+    return max(_window_minimum(shape, config), min(window_blocks_needed(shape, config), num_blocks))
+
+
+def window_blocks_needed(shape: ModelShape, config: EngineConfig) -> int:
+    """Blocks the sliding-window layers use at most: every sequence's window (and the block its next token
+    starts, and a partial one), plus the blocks of one step's prefill chunks."""
+    return (config.max_num_seqs * _window_minimum(shape, config)
+            + -(-config.max_num_batched_tokens // config.block_size))
+
+
+def _window_minimum(shape: ModelShape, config: EngineConfig) -> int:
+    return -(-shape.window // config.block_size) + 2
+
+
+def split_for_window(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, budget: int) -> tuple[int, int]:
+    """(main pool blocks, sliding-window pool blocks) from `budget` bytes.
+
+    The sliding-window layers get the blocks their sequences can use (`window_blocks_needed`), but never more
+    than an even split would give them (so the main pool is never smaller than with one pool for all layers);
+    the main pool gets the rest. Without sliding-window layers: (budget // block bytes, 0).
+
+    Raises:
+        DossierError: the budget cannot hold two main blocks and one sequence's window (the numbers).
+    """
+    per_block, per_window = bytes_per_block(shape, config, dtype), window_bytes_per_block(shape, config, dtype)
+    if not per_window:
+        return max(2, budget // per_block), 0
+    window = min(window_blocks_needed(shape, config), budget // (per_block + per_window))
+    full = (budget - window * per_window) // per_block
+    if window < _window_minimum(shape, config) or full < 2:
+        mib = 2**20
+        raise DossierError(
+            f"a KV budget of {budget / mib:.1f} MiB is too small for this model: its sliding-window layers need "
+            f"{_window_minimum(shape, config)} blocks of {per_window / mib:.3f} MiB for one sequence's "
+            f"{shape.window}-token window, and the other layers two blocks of {per_block / mib:.3f} MiB; raise "
+            "--kv-cache-gib (or --gpu-memory-utilization on a GPU)")
+    return full, window
 
 
 STATE_SHARE = 0.25  # of a hybrid model's budget, at most, for its sequences' states
@@ -132,10 +204,16 @@ def longest_conversation(max_positions: int, pool_tokens: int, config: EngineCon
     return config.max_model_len
 
 
-def pool_line(num_blocks: int, block_size: int, per_block: int, longest: int, sized_from: str) -> str:
-    """The load line: the pool in tokens and GiB, where its size came from, and the longest conversation."""
-    return (f"KV pool {num_blocks * block_size:,} tokens ({num_blocks * per_block / 2**30:.2f} GiB, {sized_from}); "
-            f"longest conversation {longest:,} tokens")
+def pool_line(num_blocks: int, block_size: int, per_block: int, longest: int, sized_from: str,
+              window_blocks: int = 0, window_per_block: int = 0, window: int | None = None) -> str:
+    """The load line: the pool in tokens and GiB, where its size came from, the sliding-window layers' pool if
+    any, and the longest conversation."""
+    windows = ""
+    if window_blocks:
+        windows = (f" + sliding-window layers' pool {window_blocks * block_size:,} tokens "
+                   f"({window_blocks * window_per_block / 2**30:.2f} GiB, each sequence's last {window:,})")
+    return (f"KV pool {num_blocks * block_size:,} tokens ({num_blocks * per_block / 2**30:.2f} GiB, {sized_from})"
+            f"{windows}; longest conversation {longest:,} tokens")
 
 
 def state_budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> StateBudget | None:
@@ -149,4 +227,5 @@ def state_budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, de
     gib = config.kv_cache_gib if config.kv_cache_gib is not None else (None if device == "cuda" else CPU_KV_CACHE_GIB)
     if config.num_kv_blocks is not None or gib is None:
         return StateBudget(config.max_num_seqs, MAX_CHECKPOINT_BYTES, 0)
-    return split_for_states(shape, config, int(gib * 2**30), bytes_per_block(shape, config, dtype))
+    per_block = bytes_per_block(shape, config, dtype) + window_bytes_per_block(shape, config, dtype)
+    return split_for_states(shape, config, int(gib * 2**30), per_block)

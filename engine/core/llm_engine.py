@@ -35,6 +35,7 @@ from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
 from engine.core.structured import GrammarCache
+from engine.core.window_blocks import WindowBlocks
 from engine.core.threads import ThreadGovernor, available_cores
 from models.base import ModelAdapter, Segment
 from tools.errors import DossierError
@@ -57,7 +58,10 @@ class Engine:
         self.runner = ModelRunner(adapter, self.config, kv_blocks_for_budget(adapter.shape, self.config, adapter.dtype,
                                                                               device))
         num_blocks = self.runner.num_blocks
-        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching)
+        window = None
+        if self.runner.window_blocks:  # sliding-window layers: a pool that keeps each sequence's window only
+            window = WindowBlocks(self.runner.window_blocks, self.config.block_size, adapter.shape.window)
+        self.block_manager = BlockManager(num_blocks, self.config.block_size, self.config.enable_prefix_caching, window)
         if self.runner.recurrent is not None:  # a shared prefix needs its linear layers' state: share up to checkpoints
             self.block_manager.resumable = self.runner.recurrent.resumable
             self.block_manager.checkpoint_blocks = CHECKPOINT_BLOCKS
@@ -331,7 +335,7 @@ class Engine:
 
         runner = self.runner
         return pool_line(runner.num_blocks, self.config.block_size, runner.per_block, runner.max_context,
-                         runner.sized_from)
+                         runner.sized_from, runner.window_blocks, runner.window_per_block, self.adapter.shape.window)
 
     def stats(self) -> dict:
         """Engine-wide counters and the state of the KV block pool."""
@@ -354,4 +358,12 @@ class Engine:
                    if self.threads is not None else {}),
                 **({"vision": self.runner.encoder.stats()} if self.runner.encoder is not None else {}),
                 **({"linear_states": self.runner.recurrent.stats()} if self.runner.recurrent is not None else {}),
+                **({"window_blocks": self._window_stats()} if bm.window is not None else {}),
             }
+
+    def _window_stats(self) -> dict:
+        """The sliding-window layers' pool: its blocks, and what each open session holds of it now."""
+        window = self.block_manager.window
+        return {"window": window.window, "total": window.num_blocks, "free": window.num_free,
+                "cached_free": window.num_cached_free, "evicted": window.blocks_evicted,
+                "held_by_session": {sid: window.held(seq) for sid, seq in self.scheduler.sequences.items()}}

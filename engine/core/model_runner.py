@@ -8,7 +8,9 @@ and sends what the backend needs in one copy. Logits are computed only for the r
 (the last token of every chunk that reaches its sequence's end), never for the whole prefill.
 
 The cache holds one block more than the block manager hands out: a scratch block that padding
-rows of a CUDA-graph batch write to and read from, so they never touch a real sequence's KV.
+rows of a CUDA-graph batch write to and read from, so they never touch a real sequence's KV. A model
+with sliding-window layers has a second cache for them (`k_window`, `v_window`), with its own pool and
+block tables (engine/core/window_blocks.py): each such layer reads it through the step's second metadata.
 
 `EngineConfig.deterministic`: the batch-invariant mode. The adapter's row-wise work runs in fixed
 tiles (models/batch_invariant.py), attention through `InvariantNumbaBackend` on the CPU or
@@ -16,6 +18,7 @@ tiles (models/batch_invariant.py), attention through `InvariantNumbaBackend` on 
 depend only on its own tokens. Other devices: the runner warns and runs as usual (`deterministic` False).
 """
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -26,7 +29,8 @@ from engine.core.config import EngineConfig
 from engine.core.encoder_cache import EncoderCache
 from engine.core.recurrent_state import CHECKPOINT_BLOCKS, RecurrentStates, Segment, StepStates
 from engine.core.kv_budget import (CPU_KV_CACHE_GIB, blocks_from_free_memory, bytes_per_block, explicit_blocks,
-                                  longest_conversation, state_budget)
+                                  longest_conversation, split_for_window, state_budget, window_blocks,
+                                  window_bytes_per_block)
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
 from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem
@@ -92,15 +96,19 @@ class ModelRunner:
             capacity = int(config.encoder_cache_gib * 2**30)
             self.encoder = EncoderCache(adapter, capacity, config.max_encoder_batch_patches)
         self.per_block = bytes_per_block(shape, config, self.dtype)
+        self.window_per_block = window_bytes_per_block(shape, config, self.dtype)  # 0: no sliding-window layers
         self.sized_from = ("num_kv_blocks" if config.num_kv_blocks else "--kv-cache-gib" if config.kv_cache_gib
                            else f"the CPU default of {CPU_KV_CACHE_GIB:g} GiB")
         if num_blocks is None:
-            num_blocks = self._blocks_from_free_memory()
+            num_blocks, window = self._blocks_from_free_memory()
             self.sized_from = f"{config.gpu_memory_utilization:.0%} of the GPU after a warm-up forward"
-        self._allocate(num_blocks)
+        else:
+            window = window_blocks(shape, config, self.dtype, self.device.type, num_blocks)
+        self._allocate(num_blocks, window)
         self.longest = longest_conversation(shape.max_positions, num_blocks * config.block_size, config)
         self.graphs = None
-        if self.device.type == "cuda" and config.cuda_graphs and backend.graphs and self.recurrent is None:
+        if (self.device.type == "cuda" and config.cuda_graphs and backend.graphs and self.recurrent is None
+                and not self.window_blocks):  # the graphs replay one block table per sequence
             self.graphs = self._capture_graphs()
 
     @property
@@ -108,22 +116,33 @@ class ModelRunner:
         """Longest context a sequence can reach: the model's limit or the pool's (or max_model_len), tokens."""
         return self.longest
 
-    def _allocate(self, num_blocks: int) -> None:
-        """The KV cache of `num_blocks` blocks plus the scratch block (padding rows of graph batches live there)."""
+    def _allocate(self, num_blocks: int, window: int = 0) -> None:
+        """The KV cache of `num_blocks` blocks plus the scratch block (padding rows of graph batches live there), and
+        the sliding-window layers' cache of `window` blocks plus its null block (engine/core/window_blocks.py)."""
         shape = self.adapter.shape
-        self.num_blocks = num_blocks
+        self.num_blocks, self.window_blocks = num_blocks, window
         self.scratch_block = num_blocks
         self.k_cache = self.v_cache = self.k_layers = self.v_layers = None  # free a previous (warm-up) cache first
-        cache_shape = (shape.num_kv_layers, num_blocks + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
+        self.k_window = self.v_window = None
+        full = shape.full_layers if window else tuple(range(shape.num_layers)) if shape.kv_layers is None else shape.kv_layers
+        cache_shape = (len(full), num_blocks + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
         self.k_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         self.v_cache = torch.zeros(cache_shape, dtype=self.dtype, device=self.device)
         # what PagedAttention indexes by layer: the tensors themselves, or per layer its cache (None where a
-        # hybrid model's layer keeps a state instead of KV)
+        # hybrid model's layer keeps a state instead of KV; the window cache's row for a sliding-window layer)
         self.k_layers, self.v_layers = self.k_cache, self.v_cache
-        if shape.kv_layers is not None:
-            row = {layer: j for j, layer in enumerate(shape.kv_layers)}
-            self.k_layers = [self.k_cache[row[i]] if i in row else None for i in range(shape.num_layers)]
-            self.v_layers = [self.v_cache[row[i]] if i in row else None for i in range(shape.num_layers)]
+        if shape.kv_layers is None and not window:
+            return
+        k_rows = {layer: self.k_cache[j] for j, layer in enumerate(full)}
+        v_rows = {layer: self.v_cache[j] for j, layer in enumerate(full)}
+        if window:
+            window_shape = (len(shape.window_layers), window + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
+            self.k_window = torch.zeros(window_shape, dtype=self.dtype, device=self.device)
+            self.v_window = torch.zeros(window_shape, dtype=self.dtype, device=self.device)
+            k_rows.update({layer: self.k_window[j] for j, layer in enumerate(shape.window_layers)})
+            v_rows.update({layer: self.v_window[j] for j, layer in enumerate(shape.window_layers)})
+        self.k_layers = [k_rows.get(i) for i in range(shape.num_layers)]
+        self.v_layers = [v_rows.get(i) for i in range(shape.num_layers)]
 
     def _warm_up_tower(self) -> None:
         """Encode one image at the family's largest size, so the pool leaves room for the tower's activations."""
@@ -132,19 +151,23 @@ class ModelRunner:
             self.adapter.visual(dummy[0], grid_thw=dummy[1])
 
     @torch.inference_mode()
-    def _blocks_from_free_memory(self) -> int:
+    def _blocks_from_free_memory(self) -> tuple[int, int]:
         """Run one prefill of `max_num_batched_tokens` tokens on a temporary cache (and, for a vision model, encode one
         image at its largest size), then size the pool from what the card has left (the activation peak, the decode
-        graphs' logits and the encoder cache kept free)."""
+        graphs' logits and the encoder cache kept free). Returns (blocks, sliding-window layers' blocks)."""
         tokens = self.config.max_num_batched_tokens
-        self._allocate(-(-tokens // self.block_size) + 1)
+        warm_blocks = -(-tokens // self.block_size) + 1
+        self._allocate(warm_blocks, warm_blocks if self.window_per_block else 0)
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-        self.forward_layout(_warm_up_layout(tokens, self.block_size, self.adapter.shape.position_dims))
+        layout = _warm_up_layout(tokens, self.block_size, self.adapter.shape.position_dims)
+        if self.window_per_block:  # the sliding-window layers' warm-up cache has the same blocks
+            layout.window_block_tables, layout.window_slot_mapping = layout.block_tables, layout.slot_mapping
+        self.forward_layout(layout)
         self._warm_up_tower()
         torch.cuda.synchronize()
         activation_peak = torch.cuda.max_memory_allocated() - torch.cuda.memory_allocated()
-        self.k_cache = self.v_cache = self.k_layers = self.v_layers = None
+        self.k_cache = self.v_cache = self.k_layers = self.v_layers = self.k_window = self.v_window = None
         torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info()
         graphs = self.config.cuda_graphs and self.attention.graphs
@@ -154,11 +177,14 @@ class ModelRunner:
             reserved += self.states_budget.slots * self.adapter.shape.state_bytes + self.states_budget.checkpoint_bytes
         if self.encoder is not None:
             reserved += int(self.config.encoder_cache_gib * 2**30)
-        blocks = blocks_from_free_memory(total, free, activation_peak, reserved, self.per_block,
+        per_block = self.per_block + self.window_per_block
+        blocks = blocks_from_free_memory(total, free, activation_peak, reserved, per_block,
                                          self.config.gpu_memory_utilization)
         log.info("KV pool sized from free GPU memory: %d blocks (free %.1f of %.1f GiB, activation peak %.2f GiB, "
                  "reserved %.2f GiB)", blocks, free / 2**30, total / 2**30, activation_peak / 2**30, reserved / 2**30)
-        return blocks
+        if not self.window_per_block:
+            return blocks, 0
+        return split_for_window(self.adapter.shape, self.config, self.dtype, blocks * per_block)
 
     @torch.inference_mode()
     def _capture_graphs(self):
@@ -174,7 +200,7 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, chunks: list[Chunk]) -> torch.Tensor:
         """Forward the chunks; return float32 logits (sampling chunks, vocab) in chunk order."""
-        layout = build_layout(chunks, self.block_size, self.adapter.shape.position_dims)
+        layout = build_layout(chunks, self.block_size, self.adapter.shape.position_dims, window=bool(self.window_blocks))
         if self.graphs is not None and self.graphs.can_run(layout):
             return self.graphs.run(layout)
         states = None
@@ -211,6 +237,13 @@ class ModelRunner:
         batch = ForwardBatch(input_ids=tensors["input_ids"], positions=tensors["positions"], mm_chunks=layout.mm_chunks)
         return tensors, meta, batch
 
+    def _window_metadata(self, layout: StepLayout) -> AttentionMetadata:
+        """The step's metadata over the sliding-window layers' block tables and slots."""
+        window = dataclasses.replace(layout, block_tables=layout.window_block_tables,
+                                     slot_mapping=layout.window_slot_mapping)
+        arrays = {"slot_mapping": window.slot_mapping, **self.attention.arrays(window)}
+        return self.attention.metadata(pack_to_device(arrays, self.device), window)
+
     def forward_layout(self, layout: StepLayout, pending: list[MultimodalItem] = (),
                        states: StepStates | None = None) -> torch.Tensor:
         """The eager step: prepare, the adapter's forward, logits of the sampled rows (float32).
@@ -222,6 +255,8 @@ class ModelRunner:
         if batch.mm_chunks:
             self.encoder.fill(batch.mm_chunks, list(pending))
         attention = PagedAttention(self.k_layers, self.v_layers, meta, self.attention)
+        if layout.window_block_tables is not None:  # the sliding-window layers read their own pool's tables
+            attention.use_for(self.adapter.shape.window_layers, self._window_metadata(layout))
         if self.recurrent is not None and states is None:  # a warm-up layout: its sequences start at 0, throwaway
             starts = layout.context_lens - np.diff(layout.cu_seqlens_q)
             states = RecurrentStates().step([Segment(int(row), int(length), -1 - i, int(start)) for i, (row, length, start)

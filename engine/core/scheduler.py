@@ -80,10 +80,10 @@ class Scheduler:
                 continue
             if not request.admitted or not seq.block_table:
                 self._admit(request)
+            self.blocks.slide(seq)  # sliding-window layers: free the blocks no query from here on sees
             length = min(seq.num_uncomputed_tokens, budget)
             if not self._make_room(seq, seq.num_computed_tokens + length, scheduled):
-                capacity = (len(seq.block_table) + self.blocks.num_free) * self.blocks.block_size
-                length = min(length, capacity - seq.num_computed_tokens)
+                length = min(length, self.blocks.capacity(seq) - seq.num_computed_tokens)
                 if length <= 0:
                     continue  # wait for blocks held by requests already in this step
             if self.states is not None and not self._state_room(seq, scheduled):
@@ -118,7 +118,7 @@ class Scheduler:
 
     def _make_room(self, seq: Sequence, num_tokens: int, scheduled: set[int]) -> bool:
         """Free blocks until `seq` can hold `num_tokens`: idle sessions first (LRU), then later requests."""
-        while self.blocks.blocks_needed(seq, num_tokens) > self.blocks.num_free:
+        while not self.blocks.fits(seq, num_tokens):
             victim = self._idle_victim() or self._running_victim(seq, scheduled)
             if victim is None:
                 return False

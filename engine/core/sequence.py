@@ -2,7 +2,7 @@
 
 A session's whole conversation is one `Sequence` that only grows: appended segments
 and generated tokens. `num_computed_tokens` is the prefix whose KV is in the paged
-cache (through `block_table`); the rest is computed by the next forward steps. The
+cache (through `block_table`, and `window_table` for sliding-window layers); the rest is computed by the next forward steps. The
 per-token positions come from the model adapter when a segment is appended
 (M-RoPE positions are 3-D and not simply the token index); they are kept in one growing
 int32 array (tokens, dims), so a step slices them instead of walking Python lists.
@@ -29,6 +29,9 @@ class Sequence:
         "num_computed_tokens",
         "block_table",
         "block_hashes",
+        "window_table",
+        "window_start",
+        "window_registered",
         "last_used_step",
         "cache_salt",
     )
@@ -46,6 +49,11 @@ class Sequence:
         self.num_computed_tokens = 0  # leading tokens whose KV is in the cache
         self.block_table = BlockTable()  # KV block ids, in token order (an int32 array a step copies)
         self.block_hashes: list[int] = []  # hash of each leading full, computed block
+        # a model with sliding-window layers: their blocks (engine/core/window_blocks.py), one entry per block
+        # like block_table, the null block where no later query looks; the first entry that may still be held;
+        # how many entries were keyed for sharing
+        self.window_table = BlockTable()
+        self.window_start = self.window_registered = 0
         self.last_used_step = 0  # engine step that last computed tokens of this sequence (LRU)
 
     def __len__(self) -> int:

@@ -37,6 +37,9 @@ class StepLayout:
     max_q_len: int  # longest chunk, tokens
     max_context_len: int  # longest context after its chunk, tokens
     mm_chunks: list[MultimodalChunk] = field(default_factory=list)  # image parts in this step
+    # sliding-window layers with a pool of their own (engine/core/window_blocks.py): their tables and slots
+    window_block_tables: np.ndarray | None = None
+    window_slot_mapping: np.ndarray | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -57,8 +60,9 @@ class StepLayout:
         return len(self.sample_rows) == self.num_tokens
 
 
-def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1) -> StepLayout:
-    """The layout of a step from its scheduled chunks (in chunk order)."""
+def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, window: bool = False) -> StepLayout:
+    """The layout of a step from its scheduled chunks (in chunk order); `window`: also the sliding-window layers'
+    block tables and slots (from each sequence's `window_table`)."""
     ids: list[int] = []
     positions = []
     tables = []
@@ -80,17 +84,26 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1) -
                 mm_chunks.append(MultimodalChunk(row + lo - start, item, lo - item_start, hi - item_start))
         if chunk.samples:
             sample_rows.append(row + chunk.length - 1)
-    width = max((len(t) for t in tables), default=0)
-    block_tables = np.zeros((len(chunks), max(width, 1)), dtype=np.int32)
-    for i, table in enumerate(tables):
-        block_tables[i, : len(table)] = table
     cu_seqlens_q = np.zeros(len(chunks) + 1, dtype=np.int32)
     np.cumsum(q_lens, out=cu_seqlens_q[1:])
     context_lens = (starts + q_lens).astype(np.int32)
     # token -> (its sequence, its index in the sequence) -> its slot, all vectorised
     seq_of_token = np.repeat(np.arange(len(chunks)), q_lens)
     index = np.arange(len(ids)) - np.repeat(cu_seqlens_q[:-1], q_lens) + np.repeat(starts, q_lens)
-    slot_mapping = block_tables[seq_of_token, index // block_size].astype(np.int64) * block_size + index % block_size
+
+    def tables_and_slots(tables: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        width = max((len(t) for t in tables), default=0)
+        block_tables = np.zeros((len(chunks), max(width, 1)), dtype=np.int32)
+        for i, table in enumerate(tables):
+            block_tables[i, : len(table)] = table
+        slots = block_tables[seq_of_token, index // block_size].astype(np.int64) * block_size + index % block_size
+        return block_tables, slots
+
+    block_tables, slot_mapping = tables_and_slots(tables)
+    window_tables = window_slots = None
+    if window:
+        window_tables, window_slots = tables_and_slots(
+            [c.request.seq.window_table.array[: -(-(c.start + c.length) // block_size)] for c in chunks])
     stacked = np.concatenate(positions) if positions else np.zeros((0, position_dims), np.int32)
     position_array = stacked[:, 0] if position_dims == 1 else stacked.T
     return StepLayout(
@@ -104,6 +117,8 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1) -
         max_q_len=int(q_lens.max()) if len(chunks) else 0,
         max_context_len=int(context_lens.max()) if len(chunks) else 0,
         mm_chunks=mm_chunks,
+        window_block_tables=window_tables,
+        window_slot_mapping=window_slots,
     )
 
 

@@ -4,7 +4,8 @@ The engine with attention_backend="triton" (our paged kernels, interpreted on th
 random Llama, against HF `generate`: a batch of prompts of different lengths in chunked prefill,
 then a second turn continuing every session from its cache (prefix blocks read by the varlen
 kernel), decode steps through the split-K kernel; once eagerly and once through the decode-graph
-buffers (padding rows included). Prints one JSON object.
+buffers (padding rows included); then a tiny Gemma-3, whose sliding-window layer reads a pool of its own
+(null blocks before each window, engine/core/window_blocks.py), eagerly. Prints one JSON object.
 """
 
 import json
@@ -38,9 +39,12 @@ def run(folder, hf, graphs: bool) -> dict:
         for request, history in zip(requests, histories):
             total += 1
             matches += request.output_token_ids == hf_greedy(hf, history, 5, None)
-    return {"backend": engine.stats()["attention_backend"], "sessions_matching": matches, "sessions": total,
+    stats = engine.stats()
+    return {"backend": stats["attention_backend"], "sessions_matching": matches, "sessions": total,
             "cached_tokens": engine.counters.tokens_cached,
-            "graph_steps": engine.runner.graphs.steps if graphs else 0}
+            "graph_steps": engine.runner.graphs.steps if graphs else 0,
+            "window_blocks_held": max(stats["window_blocks"]["held_by_session"].values()) if "window_blocks" in stats
+            else None}
 
 
 def main() -> None:
@@ -48,7 +52,13 @@ def main() -> None:
     hf = build_model("llama")
     hf.save_pretrained(folder)
     build_tokenizer().save_pretrained(folder)
-    print(json.dumps({"eager": run(folder, hf, graphs=False), "graphs": run(folder, hf, graphs=True)}))
+    report = {"eager": run(folder, hf, graphs=False), "graphs": run(folder, hf, graphs=True)}
+    folder = tempfile.mkdtemp(prefix="triton-engine-gemma3-")
+    hf = build_model("gemma3")
+    hf.save_pretrained(folder)
+    build_tokenizer().save_pretrained(folder)
+    report["window"] = run(folder, hf, graphs=False)
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":
