@@ -235,11 +235,12 @@ def query_tiles(row_seq: np.ndarray, tile: int = QUERY_TILE) -> np.ndarray:
 
 def rows_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                          row_seq: torch.Tensor, kv_lens: torch.Tensor, tile_starts: torch.Tensor,
-                         window: int | None = None) -> torch.Tensor:
+                         window: int | None = None, image_spans: torch.Tensor | None = None) -> torch.Tensor:
     """q (rows, kv_heads, group, D), float32 or bfloat16 CPU tensors; returns the same shape and dtype.
 
     Row r attends to the first kv_lens[r] positions of sequence row_seq[r] (block_tables[row_seq[r]]), or to
-    the last `window` of them (sliding-window layers).
+    the last `window` of them (sliding-window layers); with `image_spans` ((2, rows) [start, end), 0 for text),
+    an image row also to every position of its image (one contiguous range with the causal one).
     """
     if _kernel is None:
         raise ImportError("the batch-invariant attention kernel needs numba; install it with: pip install numba==0.68.1")
@@ -256,6 +257,10 @@ def rows_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     queries = q.float().contiguous()
     out = torch.empty_like(queries)
     starts = torch.zeros_like(kv_lens) if window is None else (kv_lens - window).clamp(min=0)
+    if image_spans is not None:
+        image = image_spans[1] > 0
+        starts = torch.where(image, torch.minimum(starts, image_spans[0].to(starts.dtype)), starts)
+        kv_lens = torch.where(image, torch.maximum(kv_lens, image_spans[1].to(kv_lens.dtype)), kv_lens)
     args = (queries.numpy(), k_bits, v_bits, shift, np.ascontiguousarray(block_tables.numpy()), row_seq.numpy(),
             kv_lens.numpy(), starts.numpy(), tile_starts.numpy(), np.float32(q.shape[-1] ** -0.5), out.numpy())
     _kernel(*args)

@@ -39,7 +39,8 @@ def check_paged_inputs(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Te
 
 def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                               cu_seqlens_q: torch.Tensor, context_lens: torch.Tensor, block_tables: torch.Tensor,
-                              scale: float | None = None, window: int = 0) -> torch.Tensor:
+                              scale: float | None = None, window: int = 0,
+                              image_spans: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of packed query chunks over their sequences' paged caches, in float32.
 
     Args:
@@ -50,6 +51,8 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         block_tables: (seqs, max_blocks) KV block ids (entries past a sequence's blocks are ignored).
         scale: softmax scale (default head_dim ** -0.5).
         window: sliding window in tokens (0: none).
+        image_spans: (2, tokens) per row its image's [start, end) in its sequence (0, 0 for text rows): an image
+            row also sees every key of its image, as HF's token-type "or" mask (Gemma-3); None: causal.
 
     Returns:
         (tokens, heads, head_dim) in q's dtype.
@@ -79,6 +82,9 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         visible = key_pos <= query_pos
         if window > 0:
             visible &= key_pos > query_pos - window
+        if image_spans is not None:  # the same image: seen both ways, whatever the window
+            image_lo, image_hi = image_spans[0, lo:hi, None], image_spans[1, lo:hi, None]
+            visible |= (key_pos >= image_lo) & (key_pos < image_hi)
         scores = scores.masked_fill(~visible, float("-inf"))
         out[lo:hi] = (scores.softmax(-1) @ values).transpose(0, 1)
     return out.to(q.dtype)

@@ -83,12 +83,12 @@ def _softmax_step(q, k, v, visible, best, total, acc, qk_scale, DOT_FP32: tl.con
 
 @triton.jit
 def _prefill_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr, cu_q_ptr, ctx_ptr, tables_ptr,
-    qk_scale, window,
+    q_ptr, k_ptr, v_ptr, out_ptr, cu_q_ptr, ctx_ptr, tables_ptr, spans_ptr,
+    qk_scale, window, stride_span,
     stride_qt, stride_qh, stride_ot, stride_oh, stride_ks, stride_kh, stride_tb,
     GROUP: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_FP32: tl.constexpr, PRECISION: tl.constexpr, IMAGES: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -115,6 +115,11 @@ def _prefill_kernel(
         first_pos = context - q_len + tile * BLOCK_Q
         hi = tl.minimum(context, first_pos + BLOCK_Q)  # causal: no key after the tile's last query
         lo = tl.where(window > 0, tl.maximum(first_pos - window + 1, 0) // BLOCK_N * BLOCK_N, 0)
+        if IMAGES:  # an image row also sees its whole image [start, end): widen the tile's key range to cover it
+            image_lo = tl.load(spans_ptr + q_start + rows, mask=row_live, other=0)
+            image_hi = tl.load(spans_ptr + stride_span + q_start + rows, mask=row_live, other=0)
+            hi = tl.maximum(hi, tl.max(image_hi, 0))
+            lo = tl.minimum(lo, tl.min(tl.where(image_hi > 0, image_lo, context), 0) // BLOCK_N * BLOCK_N)
         for n0 in range(lo, hi, BLOCK_N):
             keys = n0 + tl.arange(0, BLOCK_N)
             key_live = keys < hi
@@ -126,6 +131,9 @@ def _prefill_kernel(
             visible = key_live[None, :] & (keys[None, :] <= query_pos[:, None])
             if window > 0:
                 visible = visible & (keys[None, :] > query_pos[:, None] - window)
+            if IMAGES:
+                visible = visible | (key_live[None, :] & (keys[None, :] >= image_lo[:, None])
+                                     & (keys[None, :] < image_hi[:, None]))
             best, total, acc = _softmax_step(q, k, v, visible, best, total, acc, qk_scale, DOT_FP32, PRECISION)
         out = acc / tl.where(total == 0.0, 1.0, total)[:, None]
         tl.store(out_ptr + (q_start + rows)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
@@ -229,7 +237,7 @@ def _check_cache(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
 def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cu_seqlens_q: torch.Tensor,
                   context_lens: torch.Tensor, block_tables: torch.Tensor, max_q_len: int, *,
                   out: torch.Tensor | None = None, scale: float | None = None, window: int = 0,
-                  block_m: int = 32, block_n: int = 32) -> torch.Tensor:
+                  block_m: int = 32, block_n: int = 32, image_spans: torch.Tensor | None = None) -> torch.Tensor:
     """Causal attention of packed query chunks over their paged caches (see module docstring).
 
     Args:
@@ -243,11 +251,15 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         scale: softmax scale (default head_dim ** -0.5).
         window: sliding window in tokens (0: none).
         block_m, block_n: query and key tile sizes.
+        image_spans: (2, tokens) int32, per row the [start, end) of the image it belongs to (0, 0 for text): an
+            image row also sees every key of its image (bidirectional image attention, Gemma-3); None: causal.
 
     Returns:
         (tokens, heads, head_dim) in q's dtype.
     """
     check_paged_inputs(q, k_cache, v_cache, cu_seqlens_q, context_lens, block_tables)
+    if image_spans is not None:
+        assert image_spans.shape == (2, q.shape[0]) and image_spans.dtype == torch.int32 and image_spans.stride(1) == 1
     _check_cache(k_cache, v_cache)
     assert q.stride(2) == 1 and block_tables.stride(1) == 1, "q and block_tables need a contiguous last dimension"
     tokens, heads, head_dim = q.shape
@@ -262,12 +274,13 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
     grid = (seqs, kv_heads, triton.cdiv(max_q_len, queries))
     _prefill_kernel[grid](
         q, k_cache, v_cache, out, cu_seqlens_q, context_lens, block_tables,
-        scale * _LOG2E, window,
+        cu_seqlens_q if image_spans is None else image_spans,  # not read without images
+        scale * _LOG2E, window, 0 if image_spans is None else image_spans.stride(0),
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(1), k_cache.stride(2),
         block_tables.stride(0),
         GROUP=heads // kv_heads, BLOCK_G=group, BLOCK_Q=queries, BLOCK_SIZE=k_cache.shape[1], HEAD_DIM=head_dim,
         BLOCK_D=_block(head_dim), BLOCK_M=rows, BLOCK_N=block_n, DOT_FP32=_dot_fp32(q.dtype),
-        PRECISION=_precision(q.dtype),
+        PRECISION=_precision(q.dtype), IMAGES=image_spans is not None,
     )
     return out
 

@@ -52,6 +52,9 @@ class ModelShape:
     state_bytes: int = 0  # per sequence, the fixed-size states of a hybrid model's linear layers (float32)
     window: int | None = None  # the sliding window of `window_layers`, tokens
     window_layers: tuple[int, ...] = ()  # layers that attend through `window`: their KV has a pool of its own
+    # an image's tokens attend to each other in both directions (Gemma-3); text stays causal. Every attention
+    # backend applies the rule and the scheduler never splits an image between prefill chunks.
+    bidirectional_images: bool = False
 
     @property
     def num_kv_layers(self) -> int:

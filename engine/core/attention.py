@@ -25,6 +25,12 @@ A layer may pass `window` (sliding-window attention, e.g. Gemma-3's local layers
 sees only the last `window` positions up to itself. Such layers keep their KV in a pool of their own
 that frees what falls out of every window (engine/core/window_blocks.py); their block tables point out-of-
 window entries at a null block that the window keeps every kernel from reading into a result.
+
+Models whose image tokens attend to each other in both directions (`ModelShape.bidirectional_images`,
+Gemma-3) send `image_spans`: per row of an image its [start, end) in the sequence. A row then sees the
+keys it sees causally (and within its window) and every key of its image: always one contiguous range,
+since both contain the row's own position. Every backend applies it (flash-attn cannot, and is refused);
+the scheduler keeps each image in one chunk, so its keys are written before any of its rows reads them.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class PrefillSpan:
     kv_len: int  # context length after this chunk (cached + chunk)
     block_table: torch.Tensor  # (blocks,) block ids of the sequence
     mask: torch.Tensor | None  # (length, kv_len) bool, None when the chunk is the whole context
+    images: tuple[torch.Tensor, torch.Tensor] | None = None  # per query row its image's [start, end), (0, 0) text
 
 
 @dataclass(slots=True)
@@ -64,6 +71,8 @@ class AttentionMetadata:
     max_q_len: int  # longest chunk, tokens (host int: sizes kernel grids)
     max_context_len: int  # longest context after its chunk, tokens
     all_decode: bool  # every chunk is one token, rows 0..n-1 in sequence order
+    # (2, tokens) int32 per row its image's [start, end) in its sequence, seen in both directions; None: causal
+    image_spans: torch.Tensor | None = None
     # GPU backends: compact per-sequence tensors
     cu_seqlens_q: torch.Tensor | None = None  # (seqs + 1,) int32 first query row of each sequence
     context_lens: torch.Tensor | None = None  # (seqs,) int32 keys after the chunk
@@ -137,7 +146,7 @@ class AttentionBackend:
 def _common(tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
     return AttentionMetadata(slot_mapping=tensors["slot_mapping"], num_seqs=layout.num_seqs,
                              max_q_len=layout.max_q_len, max_context_len=layout.max_context_len,
-                             all_decode=layout.all_decode)
+                             all_decode=layout.all_decode, image_spans=tensors.get("image_spans"))
 
 
 class PagedAttention:

@@ -7,6 +7,8 @@
 - Prefill chunks: one SDPA call each, with a causal mask aligned to the end of the chunk's context
   when it continues cached tokens (built on the host once per step; a CPU path only).
 - `window` (sliding-window layers): the masks also hide keys `window` or more positions back.
+- image rows of a bidirectional model (`meta.image_spans`): their chunk's mask also shows every key of
+  their image (engine/core/attention.py); decode rows are generated text, never image rows.
 
 `InvariantNumbaBackend` (the batch-invariant mode, `EngineConfig.deterministic`) runs every query
 row, prefill or decode, through one kernel (`kernels/invariant_attention_numba.py`): a row's scores,
@@ -58,12 +60,15 @@ class SdpaBackend(AttentionBackend):
             length = cu[i + 1] - cu[i]
             if length == 1:
                 continue
+            images = None
+            if layout.image_spans is not None and layout.image_spans[1, cu[i] : cu[i + 1]].any():
+                spans = torch.from_numpy(layout.image_spans[:, cu[i] : cu[i + 1]].astype(np.int64))
+                images = (spans[0], spans[1])
             mask = None
-            if kv_len > length:  # queries sit at the end of a longer context: causal mask aligned to the end
-                query_pos = torch.arange(kv_len - length, kv_len).unsqueeze(1)
-                mask = torch.arange(kv_len).unsqueeze(0) <= query_pos  # (length, kv_len)
+            if kv_len > length or images is not None:  # not plain causal from 0: a mask aligned to the end
+                mask = _prefill_mask(length, kv_len, None, images)
             block_table = tensors["block_tables"][i, : -(-kv_len // self.block_size)]
-            meta.prefills.append(PrefillSpan(cu[i], length, kv_len, block_table, mask))
+            meta.prefills.append(PrefillSpan(cu[i], length, kv_len, block_table, mask, images))
         return meta
 
     def graph_metadata(self, static, batch: int, max_context: int, workspace) -> AttentionMetadata:
@@ -98,7 +103,7 @@ class SdpaBackend(AttentionBackend):
                 keys = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
                 values = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
             queries = q[rows].transpose(0, 1)  # (heads, length, D)
-            if span.mask is not None and window is None and _FLASH is not None:
+            if span.mask is not None and window is None and span.images is None and _FLASH is not None:
                 out[rows] = _continued_prefill(queries, keys, values).transpose(0, 1)
                 continue
             attended = F.scaled_dot_product_attention(
@@ -183,7 +188,7 @@ class InvariantNumbaBackend(NumbaBackend):
         kv_heads, head_dim = k_cache.shape[2:]
         grouped = queries.reshape(rows, kv_heads, -1, head_dim)
         return rows_attention_torch(grouped, k_cache, v_cache, meta.decode_block_tables, meta.row_seq,
-                                    meta.decode_lens, meta.row_tiles, window)
+                                    meta.decode_lens, meta.row_tiles, window, meta.image_spans)
 
 
 _FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # (output, logsumexp)
@@ -226,13 +231,21 @@ def _masks(meta: AttentionMetadata, window: int | None) -> tuple[torch.Tensor | 
         if decode_mask is not None:
             keys = torch.arange(decode_mask.shape[-1])
             decode_mask = decode_mask & (keys >= (meta.decode_lens - window).unsqueeze(1))[:, None, None, :]
-        prefill_masks = []
-        for span in meta.prefills:
-            if span.kv_len <= window:
-                prefill_masks.append(span.mask)
-                continue
-            queries = torch.arange(span.kv_len - span.length, span.kv_len).unsqueeze(1)
-            keys = torch.arange(span.kv_len).unsqueeze(0)
-            prefill_masks.append((keys <= queries) & (keys > queries - window))  # (length, kv_len)
+        prefill_masks = [span.mask if span.kv_len <= window else
+                         _prefill_mask(span.length, span.kv_len, window, span.images) for span in meta.prefills]
         meta.window_masks[window] = (decode_mask, prefill_masks)
     return meta.window_masks[window]
+
+
+def _prefill_mask(length: int, kv_len: int, window: int | None,
+                  images: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """(length, kv_len) bool: the chunk's queries at the end of the context see the keys up to themselves (the last
+    `window` of them), and image rows every key of their image [start, end)."""
+    queries = torch.arange(kv_len - length, kv_len).unsqueeze(1)
+    keys = torch.arange(kv_len).unsqueeze(0)
+    mask = keys <= queries
+    if window is not None:
+        mask &= keys > queries - window
+    if images is not None:
+        mask |= (keys >= images[0].unsqueeze(1)) & (keys < images[1].unsqueeze(1))
+    return mask

@@ -87,7 +87,7 @@ class TritonBackend(_PagedGpuBackend):
                                         workspace=meta.workspace, window=window or 0, block_n=kernels.DECODE_BLOCK_N)
         return kernels.paged_prefill(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens, meta.block_tables,
                                      meta.max_q_len, window=window or 0, block_m=kernels.PREFILL_BLOCK_M,
-                                     block_n=kernels.PREFILL_BLOCK_N)
+                                     block_n=kernels.PREFILL_BLOCK_N, image_spans=meta.image_spans)
 
 
 class InvariantTritonBackend(TritonBackend):
@@ -113,7 +113,7 @@ class InvariantTritonBackend(TritonBackend):
         kernels = self.kernels
         return kernels.paged_prefill(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens, meta.block_tables,
                                      meta.max_q_len, window=window or 0, block_m=kernels.PREFILL_BLOCK_M,
-                                     block_n=kernels.PREFILL_BLOCK_N)
+                                     block_n=kernels.PREFILL_BLOCK_N, image_spans=meta.image_spans)
 
 
 class FlashAttnBackend(_PagedGpuBackend):

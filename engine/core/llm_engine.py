@@ -67,6 +67,7 @@ class Engine:
             self.block_manager.checkpoint_blocks = CHECKPOINT_BLOCKS
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.scheduler.states = self.runner.recurrent  # a hybrid model's states: at most their slots held at once
+        self.scheduler.whole_images = adapter.shape.bidirectional_images  # an image's rows see each other's keys
         on_cpu = self.runner.device.type == "cpu"
         # the batch-invariant mode fixes the thread count: some matmuls' bits differ between 1 and 2 threads
         fixed_threads = self.config.cpu_threads or (available_cores() if self.runner.deterministic else None)

@@ -88,7 +88,12 @@ class ModelRunner:
             backend = _invariant_backend(config, shape, self.device, self.dtype)
         if backend is None:
             name = resolve_backend(config.attention_backend, self.device.type, config.block_size, self.dtype)
+            if name == "flash_attn" and shape.bidirectional_images and config.attention_backend == "auto":
+                name = "triton"  # flash-attn's kernels are causal only
             backend = make_backend(name, shape, config.block_size, self.device, self.dtype)
+        if shape.bidirectional_images and backend.name == "flash_attn":
+            raise DossierError(f"{adapter.name}'s image tokens attend to each other in both directions, which "
+                               "flash-attn's causal kernels cannot do; use attention_backend='triton' or 'auto'")
         self.attention = backend
         self.backend = backend.name
         self.encoder: EncoderCache | None = None
@@ -200,7 +205,9 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, chunks: list[Chunk]) -> torch.Tensor:
         """Forward the chunks; return float32 logits (sampling chunks, vocab) in chunk order."""
-        layout = build_layout(chunks, self.block_size, self.adapter.shape.position_dims, window=bool(self.window_blocks))
+        shape = self.adapter.shape
+        layout = build_layout(chunks, self.block_size, shape.position_dims, window=bool(self.window_blocks),
+                              bidirectional=shape.bidirectional_images)
         if self.graphs is not None and self.graphs.can_run(layout):
             return self.graphs.run(layout)
         states = None
@@ -231,7 +238,7 @@ class ModelRunner:
     def prepare(self, layout: StepLayout) -> tuple[dict[str, torch.Tensor], AttentionMetadata, ForwardBatch]:
         """The step's device inputs: one copy of the arrays the backend needs, then its metadata."""
         arrays = {"input_ids": layout.input_ids, "positions": layout.positions, "slot_mapping": layout.slot_mapping,
-                  "sample_rows": layout.sample_rows, **self.attention.arrays(layout)}
+                  "sample_rows": layout.sample_rows, **_image_spans(layout), **self.attention.arrays(layout)}
         tensors = pack_to_device(arrays, self.device)
         meta = self.attention.metadata(tensors, layout)
         batch = ForwardBatch(input_ids=tensors["input_ids"], positions=tensors["positions"], mm_chunks=layout.mm_chunks)
@@ -241,7 +248,7 @@ class ModelRunner:
         """The step's metadata over the sliding-window layers' block tables and slots."""
         window = dataclasses.replace(layout, block_tables=layout.window_block_tables,
                                      slot_mapping=layout.window_slot_mapping)
-        arrays = {"slot_mapping": window.slot_mapping, **self.attention.arrays(window)}
+        arrays = {"slot_mapping": window.slot_mapping, **_image_spans(layout), **self.attention.arrays(window)}
         return self.attention.metadata(pack_to_device(arrays, self.device), window)
 
     def forward_layout(self, layout: StepLayout, pending: list[MultimodalItem] = (),
@@ -271,6 +278,11 @@ class ModelRunner:
         if self.deterministic:
             return row_tiles(hidden, self.adapter.compute_logits, ROW_TILE).float()
         return self.adapter.compute_logits(hidden).float()
+
+
+def _image_spans(layout: StepLayout) -> dict[str, np.ndarray]:
+    """The step's image spans for the backends, when a bidirectional model's step has image rows."""
+    return {} if layout.image_spans is None else {"image_spans": layout.image_spans}
 
 
 def _cuda_deterministic() -> None:

@@ -9,6 +9,9 @@ tool keeps its blocks until then), and last the lowest-priority running request 
 preempted sequence recomputes later, first taking back whatever of its prefix is
 still cached.
 
+A model whose image tokens attend to each other both ways (Gemma-3) has every image computed in one
+chunk: a chunk that would end inside an image ends before it, or, starting in it, runs to its end.
+
 The full blocks a chunk will fill are registered in the prefix table as soon as the
 chunk is scheduled, so a request admitted later in the same step shares them instead of
 computing them again (the forward writes all of a step's K/V before reading the cache).
@@ -45,6 +48,7 @@ class Scheduler:
         self.busy: set[int] = set()  # seq ids with an active request
         self.preemptions = 0
         self.states = None  # a hybrid model's RecurrentStates (set by the engine): at most `slots` sequences hold one
+        self.whole_images = False  # a chunk never splits an image (set by the engine for bidirectional image models)
 
     def add(self, request: Request) -> None:
         self.active.append(request)
@@ -67,7 +71,7 @@ class Scheduler:
         # Decode tokens first: they are cheap and keep generating sessions moving.
         order = [r for r in self.active if r.is_decoding] + [r for r in self.active if not r.is_decoding]
         for request in order:
-            if budget == 0 or len(chunks) >= self.config.max_num_seqs:
+            if budget <= 0 or len(chunks) >= self.config.max_num_seqs:
                 break
             seq = request.seq
             if self.blocks.blocks_for(len(seq)) > self.blocks.num_blocks:
@@ -81,9 +85,10 @@ class Scheduler:
             if not request.admitted or not seq.block_table:
                 self._admit(request)
             self.blocks.slide(seq)  # sliding-window layers: free the blocks no query from here on sees
-            length = min(seq.num_uncomputed_tokens, budget)
+            length = self._whole_images(seq, min(seq.num_uncomputed_tokens, budget), extend=True)
             if not self._make_room(seq, seq.num_computed_tokens + length, scheduled):
                 length = min(length, self.blocks.capacity(seq) - seq.num_computed_tokens)
+                length = self._whole_images(seq, length, extend=False)
                 if length <= 0:
                     continue  # wait for blocks held by requests already in this step
             if self.states is not None and not self._state_room(seq, scheduled):
@@ -103,6 +108,20 @@ class Scheduler:
                 f"{self.blocks.num_blocks * self.blocks.block_size}; raise EngineConfig.kv_cache_gib or num_kv_blocks",
             )
         return chunks, failed
+
+    def _whole_images(self, seq: Sequence, length: int, extend: bool) -> int:
+        """`length` tokens from `seq`'s computed prefix, moved so that the chunk never ends inside an image whose
+        tokens attend to each other both ways (`whole_images`): back to the image's start, or, when the chunk starts
+        in the image, on to its end (`extend`; past the token budget, as one image must be computed at once)."""
+        if not self.whole_images or not seq.mm_items:
+            return length
+        start = seq.num_computed_tokens
+        end = start + length
+        for image_start, item in seq.mm_items:
+            image_end = image_start + item.length
+            if image_start < end < image_end:
+                end = image_start if image_start > start else (image_end if extend else start)
+        return end - start
 
     def _admit(self, request: Request) -> None:
         """Take cached prefix blocks; the first time, count what the cache served."""

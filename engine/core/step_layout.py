@@ -40,6 +40,9 @@ class StepLayout:
     # sliding-window layers with a pool of their own (engine/core/window_blocks.py): their tables and slots
     window_block_tables: np.ndarray | None = None
     window_slot_mapping: np.ndarray | None = None
+    # models whose image tokens attend both ways (ModelShape.bidirectional_images), when the step has image rows:
+    # (2, tokens) int32, per row the [start, end) of its image in its sequence (0, 0 for text rows)
+    image_spans: np.ndarray | None = None
 
     @property
     def num_tokens(self) -> int:
@@ -60,15 +63,17 @@ class StepLayout:
         return len(self.sample_rows) == self.num_tokens
 
 
-def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, window: bool = False) -> StepLayout:
+def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, window: bool = False,
+                 bidirectional: bool = False) -> StepLayout:
     """The layout of a step from its scheduled chunks (in chunk order); `window`: also the sliding-window layers'
-    block tables and slots (from each sequence's `window_table`)."""
+    block tables and slots (from each sequence's `window_table`); `bidirectional`: the image spans of image rows."""
     ids: list[int] = []
     positions = []
     tables = []
     q_lens = np.empty(len(chunks), dtype=np.int32)
     starts = np.empty(len(chunks), dtype=np.int64)
     mm_chunks: list[MultimodalChunk] = []
+    image_rows: list[tuple[int, int, int, int]] = []  # (first row, end row, image start, image end)
     sample_rows: list[int] = []
     for i, chunk in enumerate(chunks):
         seq = chunk.request.seq
@@ -82,6 +87,8 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, w
             lo, hi = max(start, item_start), min(stop, item_start + item.length)
             if lo < hi:
                 mm_chunks.append(MultimodalChunk(row + lo - start, item, lo - item_start, hi - item_start))
+                if bidirectional:
+                    image_rows.append((row + lo - start, row + hi - start, item_start, item_start + item.length))
         if chunk.samples:
             sample_rows.append(row + chunk.length - 1)
     cu_seqlens_q = np.zeros(len(chunks) + 1, dtype=np.int32)
@@ -104,6 +111,11 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, w
     if window:
         window_tables, window_slots = tables_and_slots(
             [c.request.seq.window_table.array[: -(-(c.start + c.length) // block_size)] for c in chunks])
+    image_spans = None
+    if image_rows:
+        image_spans = np.zeros((2, len(ids)), dtype=np.int32)
+        for first, end, image_start, image_end in image_rows:
+            image_spans[0, first:end], image_spans[1, first:end] = image_start, image_end
     stacked = np.concatenate(positions) if positions else np.zeros((0, position_dims), np.int32)
     position_array = stacked[:, 0] if position_dims == 1 else stacked.T
     return StepLayout(
@@ -119,6 +131,7 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, w
         mm_chunks=mm_chunks,
         window_block_tables=window_tables,
         window_slot_mapping=window_slots,
+        image_spans=image_spans,
     )
 
 

@@ -251,3 +251,46 @@ def test_a_continued_prefill_without_its_mask_equals_the_masked_attention(dtype,
     got = _continued_prefill(q.to(dtype), k.to(dtype), v.to(dtype))
     assert got.dtype == dtype and got.shape == (heads, length, dim)
     assert (got.float() - want).abs().max() < atol
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "numba", "invariant"])
+@pytest.mark.parametrize("window", [0, 3])
+def test_every_cpu_backend_lets_an_image_see_itself_both_ways(backend, window):
+    """Bidirectional images (ModelShape.bidirectional_images, Gemma-3) through the step pipeline of each CPU backend:
+    an image in a prompt from 0, one in a chunk after a cached prefix, a text-only chunk and a decode row, against
+    the float32 reference with the same rule (tests/kernels has the Triton kernel's cases)."""
+    from engine.core.attention import PagedAttention, make_backend
+    from engine.core.attention_cpu import InvariantNumbaBackend
+    from kernels.paged_attention import paged_attention_reference
+    from models.base import ModelShape
+    from tests.kernels._paged_attention_cases import build, image_spans
+
+    lengths, images = [(12, 12), (9, 30), (6, 14), (1, 17)], [(3, 8), (23, 28), (0, 0), (0, 0)]
+    block_size = 4
+    q, k_cache, v_cache, cu, context, tables = build(torch.float32, 4, 2, 16, block_size, lengths, seed=3)
+    spans = image_spans(lengths, images)
+    positions = torch.cat([torch.arange(c - n, c) for n, c in lengths])
+    seq_of_row = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor([n for n, _ in lengths]))
+    slots = tables[seq_of_row, positions // block_size].long() * block_size + positions % block_size
+    k = k_cache.view(-1, 2, 16)[slots].clone()  # this step's K/V: PagedAttention writes them back where they were
+    v = v_cache.view(-1, 2, 16)[slots].clone()
+    layout = StepLayout(
+        input_ids=np.zeros(len(q), np.int64), positions=positions.numpy(), slot_mapping=slots.numpy(),
+        cu_seqlens_q=cu.numpy(), context_lens=context.numpy(), block_tables=tables.numpy(),
+        sample_rows=(cu[1:] - 1).numpy().astype(np.int64), max_q_len=12, max_context_len=30,
+        image_spans=spans.numpy(),
+    )
+    shape = ModelShape(num_layers=1, num_kv_heads=2, head_dim=16, vocab_size=1, max_positions=4096,
+                       bidirectional_images=True)
+    device = torch.device("cpu")
+    attention = (InvariantNumbaBackend(shape, block_size, device, torch.float32) if backend == "invariant"
+                 else make_backend(backend, shape, block_size, device, torch.float32))
+    tensors = pack_to_device({"slot_mapping": layout.slot_mapping, "image_spans": layout.image_spans,
+                              **attention.arrays(layout)}, device)
+    meta = attention.metadata(tensors, layout)
+    got = PagedAttention(k_cache[None], v_cache[None], meta, attention)(0, q, k, v, window=window or None)
+    want = paged_attention_reference(q, k_cache, v_cache, cu, context, tables, window=window, image_spans=spans)
+    causal = paged_attention_reference(q, k_cache, v_cache, cu, context, tables, window=window)
+    assert (causal - want).abs().max() > 1e-2, "the images changed nothing: the case tests nothing"
+    diff = (got - want).abs()
+    assert diff.max() < 1e-5, f"{backend}, window {window}: max diff {diff.max():.2e}, mean {diff.mean():.2e}"

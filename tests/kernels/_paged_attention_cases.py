@@ -17,6 +17,12 @@ CASES = {
     "prefill_fp16_gqa4_tiles": ("prefill", torch.float16, 4, 1, 16, 16, [(33, 50), (2, 2)], {"block_m": 16}),
     # sliding window of 6 keys (Gemma-3 local layers)
     "prefill_fp32_window": ("prefill", torch.float32, 2, 1, 16, 4, [(12, 12), (6, 30)], {"window": 6}),
+    # bidirectional images (Gemma-3): rows of an image see its later keys too; one image in a prompt from 0, one in
+    # a chunk after a cached prefix (rows at positions 21..29, image 23..27); then a window of 3, shorter than an image
+    "prefill_fp32_images": ("prefill", torch.float32, 4, 2, 16, 4, [(12, 12), (9, 30)],
+                            {"images": [(3, 8), (23, 28)]}),
+    "prefill_bf16_images_window": ("prefill", torch.bfloat16, 2, 1, 16, 4, [(12, 12), (9, 30)],
+                                   {"images": [(3, 8), (23, 28)], "window": 3, "block_m": 16}),
     # GQA-grouped prefill (one program per KV head reads each K/V tile for its whole group): groups of 1, 4, 7
     # (padded to 8) and 8 at the head sizes of the families the engine serves (64, 80, 128, 256)
     "prefill_fp32_gqa1_d64": ("prefill", torch.float32, 2, 2, 64, 4, [(5, 5), (3, 11)], {}),
@@ -56,3 +62,12 @@ def build(dtype, heads, kv_heads, head_dim, block_size, lengths, seed=0):
 
 CASE_NAMES = list(CASES)
 
+
+def image_spans(lengths, images) -> torch.Tensor:
+    """(2, tokens) int32 [start, end) of each row's image: `images` gives one (start, end) per sequence, in positions."""
+    rows = []
+    for (q_len, context), (start, end) in zip(lengths, images):
+        positions = torch.arange(context - q_len, context)
+        inside = (positions >= start) & (positions < end)
+        rows.append(torch.stack([torch.where(inside, start, 0), torch.where(inside, end, 0)]))
+    return torch.cat(rows, dim=1).to(torch.int32).contiguous()

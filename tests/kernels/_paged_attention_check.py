@@ -18,19 +18,25 @@ import torch  # noqa: E402
 
 from kernels.paged_attention import paged_attention_reference  # noqa: E402
 from kernels.paged_attention_triton import paged_decode, paged_prefill  # noqa: E402
-from tests.kernels._paged_attention_cases import CASES, build  # noqa: E402
+from tests.kernels._paged_attention_cases import CASES, build, image_spans  # noqa: E402
 
 
 def run_case(name: str) -> dict:
     kernel, dtype, heads, kv_heads, head_dim, block_size, lengths, options = CASES[name]
     q, k_cache, v_cache, cu, context, tables = build(dtype, heads, kv_heads, head_dim, block_size, lengths)
     window = options.get("window", 0)
+    spans = image_spans(lengths, options["images"]) if "images" in options else None
     # the reference in float32 on the same (rounded) inputs: the kernels' only extra error is their own
-    want = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), cu, context, tables, window=window)
+    want = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), cu, context, tables, window=window,
+                                     image_spans=spans)
+    if spans is not None:  # the images must change the answer, or the case tests nothing
+        causal = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), cu, context, tables,
+                                           window=window)
+        assert (causal - want).abs().max() > 1e-2, f"{name}: the images changed nothing"
     started = time.perf_counter()
     if kernel == "prefill":
         got = paged_prefill(q, k_cache, v_cache, cu, context, tables, max(q for q, _ in lengths),
-                            window=window, block_m=options.get("block_m", 32))
+                            window=window, block_m=options.get("block_m", 32), image_spans=spans)
     else:
         split = options["split_len"]
         splits = -(-max(c for _, c in lengths) // split)
