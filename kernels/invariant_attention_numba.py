@@ -240,7 +240,7 @@ def rows_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
 
     Row r attends to the first kv_lens[r] positions of sequence row_seq[r] (block_tables[row_seq[r]]), or to
     the last `window` of them (sliding-window layers); with `image_spans` ((2, rows) [start, end), 0 for text),
-    an image row also to every position of its image (one contiguous range with the causal one).
+    an image row also to its image's later positions (HF's Gemma-3 rule: the window still bounds it from below).
     """
     if _kernel is None:
         raise ImportError("the batch-invariant attention kernel needs numba; install it with: pip install numba==0.68.1")
@@ -257,10 +257,8 @@ def rows_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     queries = q.float().contiguous()
     out = torch.empty_like(queries)
     starts = torch.zeros_like(kv_lens) if window is None else (kv_lens - window).clamp(min=0)
-    if image_spans is not None:
-        image = image_spans[1] > 0
-        starts = torch.where(image, torch.minimum(starts, image_spans[0].to(starts.dtype)), starts)
-        kv_lens = torch.where(image, torch.maximum(kv_lens, image_spans[1].to(kv_lens.dtype)), kv_lens)
+    if image_spans is not None:  # an image row also sees its image's later keys (earlier ones it sees causally)
+        kv_lens = torch.maximum(kv_lens, image_spans[1].to(kv_lens.dtype))
     args = (queries.numpy(), k_bits, v_bits, shift, np.ascontiguousarray(block_tables.numpy()), row_seq.numpy(),
             kv_lens.numpy(), starts.numpy(), tile_starts.numpy(), np.float32(q.shape[-1] ** -0.5), out.numpy())
     _kernel(*args)

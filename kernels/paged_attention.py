@@ -52,7 +52,8 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         scale: softmax scale (default head_dim ** -0.5).
         window: sliding window in tokens (0: none).
         image_spans: (2, tokens) per row its image's [start, end) in its sequence (0, 0 for text rows): an image
-            row also sees every key of its image, as HF's token-type "or" mask (Gemma-3); None: causal.
+            row also sees every key of its image, within the window (a sliding-window layer), as HF's Gemma-3 masks:
+            full layers OR(causal, same image), sliding ones AND(window, OR(causal, same image)); None: causal.
 
     Returns:
         (tokens, heads, head_dim) in q's dtype.
@@ -80,11 +81,11 @@ def paged_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: t
         query_pos = torch.arange(context - q_len, context, device=q.device)[:, None]  # (q_len, 1)
         key_pos = torch.arange(context, device=q.device)[None, :]  # (1, context)
         visible = key_pos <= query_pos
-        if window > 0:
-            visible &= key_pos > query_pos - window
-        if image_spans is not None:  # the same image: seen both ways, whatever the window
+        if image_spans is not None:  # the same image: seen both ways (then the window, as HF's Gemma-3 masks)
             image_lo, image_hi = image_spans[0, lo:hi, None], image_spans[1, lo:hi, None]
             visible |= (key_pos >= image_lo) & (key_pos < image_hi)
+        if window > 0:
+            visible &= key_pos > query_pos - window
         scores = scores.masked_fill(~visible, float("-inf"))
         out[lo:hi] = (scores.softmax(-1) @ values).transpose(0, 1)
     return out.to(q.dtype)

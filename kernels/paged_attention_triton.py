@@ -115,11 +115,9 @@ def _prefill_kernel(
         first_pos = context - q_len + tile * BLOCK_Q
         hi = tl.minimum(context, first_pos + BLOCK_Q)  # causal: no key after the tile's last query
         lo = tl.where(window > 0, tl.maximum(first_pos - window + 1, 0) // BLOCK_N * BLOCK_N, 0)
-        if IMAGES:  # an image row also sees its whole image [start, end): widen the tile's key range to cover it
-            image_lo = tl.load(spans_ptr + q_start + rows, mask=row_live, other=0)
+        if IMAGES:  # an image row also sees its image's later keys: widen the tile's key range to its end
             image_hi = tl.load(spans_ptr + stride_span + q_start + rows, mask=row_live, other=0)
             hi = tl.maximum(hi, tl.max(image_hi, 0))
-            lo = tl.minimum(lo, tl.min(tl.where(image_hi > 0, image_lo, context), 0) // BLOCK_N * BLOCK_N)
         for n0 in range(lo, hi, BLOCK_N):
             keys = n0 + tl.arange(0, BLOCK_N)
             key_live = keys < hi
@@ -129,11 +127,10 @@ def _prefill_kernel(
             k = tl.load(k_ptr + kv_offsets, mask=kv_mask, other=0.0)  # (BLOCK_N, BLOCK_D): once for the group
             v = tl.load(v_ptr + kv_offsets, mask=kv_mask, other=0.0)
             visible = key_live[None, :] & (keys[None, :] <= query_pos[:, None])
+            if IMAGES:  # (its earlier keys it sees causally)
+                visible = visible | (key_live[None, :] & (keys[None, :] < image_hi[:, None]))
             if window > 0:
                 visible = visible & (keys[None, :] > query_pos[:, None] - window)
-            if IMAGES:
-                visible = visible | (key_live[None, :] & (keys[None, :] >= image_lo[:, None])
-                                     & (keys[None, :] < image_hi[:, None]))
             best, total, acc = _softmax_step(q, k, v, visible, best, total, acc, qk_scale, DOT_FP32, PRECISION)
         out = acc / tl.where(total == 0.0, 1.0, total)[:, None]
         tl.store(out_ptr + (q_start + rows)[:, None] * stride_ot + head[:, None] * stride_oh + dims[None, :],
@@ -252,7 +249,8 @@ def paged_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
         window: sliding window in tokens (0: none).
         block_m, block_n: query and key tile sizes.
         image_spans: (2, tokens) int32, per row the [start, end) of the image it belongs to (0, 0 for text): an
-            image row also sees every key of its image (bidirectional image attention, Gemma-3); None: causal.
+            image row also sees its image's later keys (bidirectional image attention, Gemma-3; a window still
+            bounds what it sees from below, as HF's masks do); None: causal.
 
     Returns:
         (tokens, heads, head_dim) in q's dtype.

@@ -240,12 +240,12 @@ def _masks(meta: AttentionMetadata, window: int | None) -> tuple[torch.Tensor | 
 def _prefill_mask(length: int, kv_len: int, window: int | None,
                   images: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
     """(length, kv_len) bool: the chunk's queries at the end of the context see the keys up to themselves (the last
-    `window` of them), and image rows every key of their image [start, end)."""
+    `window` of them), and image rows every key of their image [start, end) (within the window)."""
     queries = torch.arange(kv_len - length, kv_len).unsqueeze(1)
     keys = torch.arange(kv_len).unsqueeze(0)
     mask = keys <= queries
-    if window is not None:
-        mask &= keys > queries - window
     if images is not None:
         mask |= (keys >= images[0].unsqueeze(1)) & (keys < images[1].unsqueeze(1))
+    if window is not None:
+        mask &= keys > queries - window
     return mask
