@@ -28,9 +28,11 @@ _MARK = "\u2063CONTENT\u2063"  # cannot occur in a template's own text
 class TemplateChatProcessor(ChatProcessor):
     """Per-segment rendering for any tokenizer whose chat template renders messages independently."""
 
-    def __init__(self, tokenizer, extra_stop_tokens: tuple[str, ...] = (), vision=None) -> None:
+    def __init__(self, tokenizer, extra_stop_tokens: tuple[str, ...] = (), vision=None,
+                 image_text: tuple[str, str] | None = None) -> None:
         self.tokenizer = tokenizer
         self.vision = vision  # models.vision.VisionProcessor of a vision-language family, None for text-only
+        self.image_text = image_text  # (what the template renders per image, the text the HF processor makes of it)
         stops = set()
         eos = tokenizer.eos_token_id
         for token in (eos if isinstance(eos, list) else [eos]):
@@ -78,6 +80,8 @@ class TemplateChatProcessor(ChatProcessor):
             raise DossierError(f"this model is text-only; it cannot take images (got {len(pictures)} in a {role} message)")
         message = {"role": role, "content": content}
         text = self._render([message]) if first else self._after_anchor([message])
+        if pictures and self.image_text is not None:
+            text = text.replace(*self.image_text)
         token_ids = self.encode(text)
         return self._expand_images(token_ids, pictures) if pictures else Segment(token_ids)
 

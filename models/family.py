@@ -45,6 +45,10 @@ class FamilySpec:
     inputs: InputsFactory  # processor factory (tokenizer + chat template, image processor)
     weights: WeightNames  # where the checkpoint keeps each of our tensors
     vision_tower: Callable[[], type] | None = None  # the HF vision tower class (imported when called); None: text
+    # builds the tower from the whole config when it is more than the HF class (Gemma-3: SigLIP plus its pooling
+    # projector); it takes (pixel_values, grid_thw=) and returns `pooler_output` (tokens, hidden). None: the class
+    build_tower: Callable[[Any], Any] | None = None
+    bidirectional_images: bool = False  # an image's tokens attend to each other both ways (Gemma-3)
     shapes: Mapping[str, dict] = field(default_factory=dict)  # random-weight shapes: name -> config kwargs
     # The family's own config kwargs for tiny parity-test models (sliding windows, head_dim, ...); tests add
     # the common tiny sizes and their tokenizer's vocabulary. VL families: text_config / vision_config dicts.

@@ -31,6 +31,7 @@ REGISTERED: tuple[str, ...] = (
     "models.families.glm4v:FAMILY",
     "models.families.glm4v:GLM46V",
     "models.families.qwen3_5:QWEN3_5_VL",
+    "models.families.gemma3_vl:FAMILY",
 )
 
 

@@ -89,12 +89,18 @@ class ImageSizing:
     merge_size: int  # patches per side merged into one LM token (2)
     min_pixels: int  # smallest resized area, in pixels (smaller images are upscaled)
     max_pixels: int  # largest resized area, in pixels (larger images are downscaled)
-    rule: str = "qwen"  # "qwen": qwen-vl-utils smart_resize; "glm": GLM-4V's (two temporal frames)
+    rule: str = "qwen"  # "qwen": qwen-vl-utils smart_resize; "glm": GLM-4V's (two temporal frames); "fixed": one size
     temporal_patch_size: int = 2  # frames per temporal patch (a still image is repeated to fill it)
+    # "fixed" (Gemma-3): every image is resized to the tower's square (min_pixels = max_pixels = side^2) and pooled
+    # to this many LM tokens
+    tokens_per_image: int | None = None
 
     def __post_init__(self) -> None:
-        if self.rule not in ("qwen", "glm"):
-            raise DossierError(f"image sizing rule {self.rule!r} is not 'qwen' or 'glm'")
+        if self.rule not in ("qwen", "glm", "fixed"):
+            raise DossierError(f"image sizing rule {self.rule!r} is not 'qwen', 'glm' or 'fixed'")
+        if self.rule == "fixed" and (self.min_pixels != self.max_pixels or not self.tokens_per_image):
+            raise DossierError("a fixed image size needs min_pixels == max_pixels (the side squared) and "
+                               "tokens_per_image")
         if self.min_pixels < 1 or self.max_pixels < self.min_pixels:
             raise DossierError(
                 f"image pixel bounds must satisfy 1 <= min_pixels <= max_pixels (got min_pixels={self.min_pixels}, "
@@ -110,10 +116,18 @@ class ImageSizing:
         """Side of the pixel square one LM token covers."""
         return self.patch_size * self.merge_size
 
+    @property
+    def fixed(self) -> bool:
+        """Every image is resized to one square (the tower's input) and costs `tokens_per_image` tokens."""
+        return self.rule == "fixed"
+
     def resized(self, width: int, height: int) -> tuple[int, int]:
         """(height, width) the image is resized to before patching."""
         if self.rule == "glm":
             return _glm_resize(height, width, self.factor, self.min_pixels, self.max_pixels, self.temporal_patch_size)
+        if self.fixed:
+            side = math.isqrt(self.max_pixels)
+            return side, side
         return smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
 
     def grid(self, width: int, height: int) -> tuple[int, int, int]:
@@ -123,6 +137,8 @@ class ImageSizing:
 
     def num_tokens(self, width: int, height: int) -> int:
         """Placeholder tokens the image fills in the LM sequence."""
+        if self.fixed:
+            return self.tokens_per_image
         _, gh, gw = self.grid(width, height)
         return gh * gw // self.merge_size**2
 
@@ -209,7 +225,7 @@ class VisionProcessor:
         preprocessed here, in the caller's thread, unless the same image at the same size already was."""
         prepared = self.prepare(image)
         _, gh, gw = prepared.grid_thw
-        length = gh * gw // self.sizing.merge_size**2
+        length = self.sizing.tokens_per_image if self.sizing.fixed else gh * gw // self.sizing.merge_size**2
         # The hash covers the pixels and the resized size: the same page at another size is another input.
         key = f"{prepared.digest}:{prepared.height}x{prepared.width}"
         self._cached_pixels(prepared, key)
@@ -233,9 +249,13 @@ class VisionProcessor:
         return pixels, True
 
     def _preprocess(self, images: list[PreparedImage]) -> torch.Tensor:
-        """pixel_values (patches, channels * temporal * patch^2) of `images` from the family's image processor."""
+        """pixel_values (patches, channels * temporal * patch^2) of `images` from the family's image processor; for
+        a fixed-size family one (1, channels, side, side) tensor per image."""
         from PIL import Image
 
+        if self.sizing.fixed:  # one square for every image: the family's processor resizes it, as HF's does
+            out = self.image_processor(images=[_to_rgb(p.image) for p in images], return_tensors="pt")
+            return out["pixel_values"].split(1)  # (1, channels, side, side) each
         resized = [_to_rgb(p.image).resize((p.width, p.height), Image.Resampling.BICUBIC) for p in images]
         out = self.image_processor(images=resized, do_resize=False, return_tensors="pt")
         grid = out["image_grid_thw"]

@@ -31,8 +31,10 @@ class WeightNames:
     """Where a family's checkpoint keeps the tensors of our decoder (and tower)."""
 
     norms: tuple[tuple[str, str], ...]  # (our layer norm, the HF name of that norm in a layer)
-    prefixes: tuple[tuple[str, str], ...] = TEXT_PREFIXES  # (checkpoint prefix, "text" | "visual" | "lm_head" | "skip"), first match wins
+    # (checkpoint prefix, "text" | "visual" | "lm_head" | "skip"), first match wins; "visual:<p>" puts <p> first
+    prefixes: tuple[tuple[str, str], ...] = TEXT_PREFIXES
     save_prefix: str = "model."  # prefix of the LM's tensors in transformers 5 names ("model.language_model." for VL)
+    tower_save_prefix: str = "model.visual."  # and of the vision tower's ("model." for Gemma-3's two-part tower)
     fused_gate_up: bool = False  # the checkpoint stores mlp.gate_up_proj (GLM-4V) rather than gate_proj + up_proj
 
 
@@ -47,6 +49,9 @@ def split_checkpoint(names: WeightNames, tensors: dict[str, torch.Tensor]) -> tu
         for prefix, part in names.prefixes:
             if name.startswith(prefix):
                 rest = name[len(prefix) :]
+                if ":" in part:  # "visual:vision_tower.": the module's own prefix for these names (Gemma-3's tower)
+                    part, own = part.split(":", 1)
+                    rest = own + rest
                 if part == "visual":
                     visual[rest] = tensor
                 elif part == "text":
@@ -131,8 +136,9 @@ def hf_state_dict(adapter) -> dict[str, torch.Tensor]:
     tower = getattr(adapter, "visual", None)
     if tower is not None:
         for name, tensor in tower.state_dict().items():
-            out["model.visual." + name] = tensor
-    out["lm_head.weight"] = adapter.embed_tokens.weight if adapter.lm_head is None else adapter.lm_head.weight
+            out[adapter.family.weights.tower_save_prefix + name] = tensor
+    if adapter.lm_head is not None:  # tied: the HF model's lm_head is its embedding (safetensors refuses a second name)
+        out["lm_head.weight"] = adapter.lm_head.weight
     return out
 
 

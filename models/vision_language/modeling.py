@@ -1,8 +1,12 @@
-"""The adapter of the M-RoPE vision-language families: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V.
+"""The adapter of the vision-language families: Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V (M-RoPE), Gemma-3 (1-D).
 
-The four families share one shape: a vision tower turns each image into one embedding per
+The families share one shape: a vision tower turns each image into one embedding per
 placeholder token; a decoder-only LM reads text embeddings with the image embeddings
-written over the placeholders, with 3-D rotary positions (temporal, height, width).
+written over the placeholders. What differs comes from the family: the position scheme
+(3-D rotary positions, temporal, height, width, for the M-RoPE families; 1-D for Gemma-3,
+whose RoPE is the text model's), the image sizing (models/vision.py), the tower call
+(`FamilySpec.build_tower`) and whether an image's tokens see each other both ways
+(`FamilySpec.bidirectional_images`: the engine's attention and scheduler then apply it).
 
 - The LM is the shared `DecoderModel` (models/decoder_model.py) with the family's layer
   switches and an M-RoPE position strategy (`RopeSpec.axes`: which position axis drives
@@ -18,6 +22,7 @@ written over the placeholders, with 3-D rotary positions (temporal, height, widt
 """
 
 import copy
+import dataclasses
 
 import torch
 
@@ -35,18 +40,25 @@ class VisionLanguageAdapter(DecoderModel):
 
     def __init__(self, config, family, processor: ChatProcessor | None, vision: VisionProcessor,
                  name: str = "vlm") -> None:
+        mrope = family.build_tower is None  # the M-RoPE families (Gemma-3's LM keeps its own text RoPE)
         params = config.text_config.rope_parameters or {}
-        if params.get("rope_type", "default") != "default":
+        if mrope and params.get("rope_type", "default") != "default":
             raise DossierError(f"{name}: RoPE type {params.get('rope_type')!r} is not supported (only the default M-RoPE)")
-        if getattr(config.text_config, "use_sliding_window", False):
-            raise DossierError(f"{name}: sliding-window attention is not supported for vision-language models")
+        if mrope and getattr(config.text_config, "use_sliding_window", False):
+            raise DossierError(f"{name}: sliding-window attention is not supported for M-RoPE vision-language models")
         self.image_token_id = config.image_token_id
         super().__init__(config, family, processor, vision, name)
-        # the tower gets its own copy of the vision config: its attention is ours, the model's config stays as loaded
-        self.visual = family.vision_tower()._from_config(copy.deepcopy(config.vision_config), attn_implementation="sdpa")
-        # one variable-length call per layer over every image and window, instead of transformers' loop of SDPA
-        # calls (set after building: transformers would look a name with "flash" up as a hub kernel)
-        self.visual.config._attn_implementation = register_tower_attention()
+        if family.bidirectional_images:
+            self.shape = dataclasses.replace(self.shape, bidirectional_images=True)
+        if family.build_tower is not None:
+            self.visual = family.build_tower(config)
+        else:
+            # the tower gets its own copy of the vision config: its attention is ours, the config stays as loaded
+            self.visual = family.vision_tower()._from_config(copy.deepcopy(config.vision_config),
+                                                             attn_implementation="sdpa")
+            # one variable-length call per layer over every image and window, instead of transformers' loop of SDPA
+            # calls (set after building: transformers would look a name with "flash" up as a hub kernel)
+            self.visual.config._attn_implementation = register_tower_attention()
         self._init_tower_buffers()
 
     def init_buffers(self) -> None:
@@ -58,6 +70,9 @@ class VisionLanguageAdapter(DecoderModel):
     def _init_tower_buffers(self) -> None:
         device = self.embed_tokens.weight.device
         if device.type == "meta":
+            return
+        if hasattr(self.visual, "init_buffers"):  # a family-built tower recomputes its own
+            self.visual.init_buffers()
             return
         with torch.device("cpu"):
             fresh = {name: type(m)(m.config) for name, m in self.visual.named_modules() if hasattr(m, "inv_freq")}
@@ -84,8 +99,9 @@ class VisionLanguageAdapter(DecoderModel):
             )
 
     def segment_positions(self, segment: Segment, next_position: int) -> tuple[list, int]:
-        """3-D positions (time, height, width) of a segment's tokens, offset from `next_position`."""
-        if segment.positions is not None:
+        """3-D positions (time, height, width) of a segment's tokens, offset from `next_position` (1-D families:
+        one position per token, images included)."""
+        if segment.positions is not None or self.shape.position_dims == 1:
             return super().segment_positions(segment, next_position)
         merge = self.vision.sizing.merge_size
         positions: list[tuple[int, int, int]] = []

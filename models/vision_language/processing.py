@@ -32,11 +32,14 @@ class FamilyInputs:
     image_std: tuple[float, float, float]
     default_min_pixels: int  # bounds when neither the caller nor the folder gives them
     default_max_pixels: int
-    rule: str  # sizing rule of models.vision.ImageSizing: "qwen" or "glm"
+    rule: str  # sizing rule of models.vision.ImageSizing: "qwen", "glm" or "fixed" (Gemma-3: the tower's square)
     start_token: str  # token opening an image in the template
     end_token: str  # token closing it
     stop_tokens: tuple[str, ...]  # end-of-turn tokens besides the tokenizer's EOS
     markers: tuple[tuple[str, str], ...] = ()  # (config key, token) of each image/video marker token
+    # (what the chat template renders per image, the text it stands for) when the HF processor rewrites it: Gemma-3's
+    # template writes <start_of_image>, its processor "\n\n<start_of_image>" + placeholders + "<end_of_image>\n\n"
+    image_text: tuple[str, str] | None = None
 
     def build(self, config, folder: Path | None, min_pixels: int | None = None, max_pixels: int | None = None):
         """The family's processor factory: see `build_processors`."""
@@ -58,11 +61,16 @@ def _image_processor(family: FamilyInputs, vision_config, folder: Path | None):
             image_processor = cls.from_pretrained(folder)
     else:
         cls = getattr(transformers, family.image_processor_class)
-        image_processor = cls(
-            patch_size=vision_config.patch_size, temporal_patch_size=vision_config.temporal_patch_size,
-            merge_size=vision_config.spatial_merge_size, image_mean=list(family.image_mean),
-            image_std=list(family.image_std),
-        )
+        if family.rule == "fixed":  # the tower's square
+            side = vision_config.image_size
+            image_processor = cls(size={"height": side, "width": side}, image_mean=list(family.image_mean),
+                                  image_std=list(family.image_std))
+        else:
+            image_processor = cls(
+                patch_size=vision_config.patch_size, temporal_patch_size=vision_config.temporal_patch_size,
+                merge_size=vision_config.spatial_merge_size, image_mean=list(family.image_mean),
+                image_std=list(family.image_std),
+            )
     if folder is not None and any((folder / n).is_file() for n in ("tokenizer.json", "tokenizer_config.json")):
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     return image_processor, tokenizer, template
@@ -93,8 +101,16 @@ def build_processors(family: FamilyInputs, config, folder: Path | None, min_pixe
     high = max_pixels or folder_high or family.default_max_pixels
     if min_pixels is None and low > high:  # a small max_pixels with the folder's larger minimum
         low = high
-    sizing = ImageSizing(vision_config.patch_size, vision_config.spatial_merge_size, low, high, family.rule,
-                         vision_config.temporal_patch_size)
+    if family.rule == "fixed":  # every image becomes the tower's square, pooled to mm_tokens_per_image tokens
+        if min_pixels is not None or max_pixels is not None:
+            log.warning("%s resizes every image to %d pixels square: image_min_pixels / image_max_pixels are ignored",
+                        config.model_type, vision_config.image_size)
+        area = vision_config.image_size**2
+        sizing = ImageSizing(vision_config.patch_size, 1, area, area, "fixed", 1,
+                             tokens_per_image=config.mm_tokens_per_image)
+    else:
+        sizing = ImageSizing(vision_config.patch_size, vision_config.spatial_merge_size, low, high, family.rule,
+                             vision_config.temporal_patch_size)
     processor_patch = getattr(image_processor, "patch_size", sizing.patch_size)
     if processor_patch != sizing.patch_size:
         raise DossierError(
@@ -109,13 +125,14 @@ def build_processors(family: FamilyInputs, config, folder: Path | None, min_pixe
     pad = tokenizer.convert_ids_to_tokens(config.image_token_id)
     if pad is None:
         raise DossierError(f"the tokenizer has no token with the config's image_token_id {config.image_token_id}")
-    return TemplateChatProcessor(tokenizer, extra_stop_tokens=family.stop_tokens, vision=vision), vision
+    return TemplateChatProcessor(tokenizer, extra_stop_tokens=family.stop_tokens, vision=vision,
+                                 image_text=family.image_text), vision
 
 
 def _marker_ids(config, family: FamilyInputs, tokenizer) -> tuple[int, int]:
     """Ids of the tokens around an image: from the config, else from the tokenizer."""
     for start_key, end_key in (("vision_start_token_id", "vision_end_token_id"),
-                               ("image_start_token_id", "image_end_token_id")):
+                               ("image_start_token_id", "image_end_token_id"), ("boi_token_index", "eoi_token_index")):
         start, end = getattr(config, start_key, None), getattr(config, end_key, None)
         if start is not None and end is not None:
             return start, end

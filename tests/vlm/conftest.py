@@ -38,6 +38,15 @@ GLM_TEMPLATE = (
     "{% elif msg.role == 'observation' %}<|observation|>\n{{ msg.content }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
+GEMMA_TEMPLATE = (  # Gemma-3's template: turns of <start_of_turn>role ... <end_of_turn>, <start_of_image> per image
+    "{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' "
+    "else message['role'] %}<start_of_turn>{{ role }}\n{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}{% if item['type'] == 'image' %}<start_of_image>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}<end_of_turn>\n"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+GEMMA_SPECIAL = ["<eos>", "<bos>", "<pad>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
+                 "<image_soft_token>"]
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>", "<|vision_start|>", "<|vision_end|>",
                 "<|image_pad|>", "<|video_pad|>"]
 GLM_SPECIAL = ["<|endoftext|>", "[gMASK]", "<sop>", "<pad>", "<|begin_of_image|>", "<|end_of_image|>", "<|image|>",
@@ -53,7 +62,8 @@ CORPUS = [
 VOCAB = 448  # the model's rows (the tokenizer has 400)
 CHATML = (QWEN_TEMPLATE, QWEN_SPECIAL, "<|im_end|>")
 # The chat markup of each VL family's real template (by family name) when it is not ChatML.
-CHAT_FORMATS = {"glm4v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>"), "glm46v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>")}
+CHAT_FORMATS = {"glm4v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>"), "glm46v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>"),
+                "gemma3-vl": (GEMMA_TEMPLATE, GEMMA_SPECIAL, "<end_of_turn>")}
 FAMILIES = tuple(family.model_types[0] for family in families() if family.is_vision_language)
 
 
@@ -67,7 +77,13 @@ def build_tokenizer(family: str):
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     backend.train_from_iterator(CORPUS, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=eos, pad_token="<pad>", unk_token="<|endoftext|>")
+    extra = {}
+    if "<image_soft_token>" in special:  # what Gemma-3's HF processor reads off its tokenizer
+        extra = dict(bos_token="<bos>", extra_special_tokens={"boi_token": "<start_of_image>",
+                                                              "eoi_token": "<end_of_image>",
+                                                              "image_token": "<image_soft_token>"})
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=eos, pad_token="<pad>",
+                                        unk_token="<|endoftext|>" if "<|endoftext|>" in special else "<eos>", **extra)
     tokenizer.chat_template = template
     return tokenizer
 
@@ -80,7 +96,8 @@ def build_config(family: str, tokenizer):
                 num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6)
     text.update(spec.tiny["text_config"])  # a family's own sizes win (Qwen3.5: 4 layers, 3 of them linear)
     markers = {key: vocab[token] for key, token in spec.inputs.markers}
-    return spec.config(text_config=text, vision_config=dict(spec.tiny["vision_config"]), **markers)
+    return spec.config(text_config=text, vision_config=dict(spec.tiny["vision_config"]), **markers,
+                       **spec.tiny.get("config", {}))
 
 
 @torch.no_grad()
@@ -110,10 +127,13 @@ def image_processor(family: str):
     import transformers
 
     spec = family_for(family)
-    low, high = spec.tiny["pixels"]
-    patch = spec.config(vision_config=dict(spec.tiny["vision_config"])).vision_config.patch_size
+    vision = spec.config(vision_config=dict(spec.tiny["vision_config"])).vision_config
     cls = getattr(transformers, spec.inputs.image_processor_class)
-    return cls(size={"shortest_edge": low, "longest_edge": high}, patch_size=patch,
+    if spec.inputs.rule == "fixed":  # Gemma-3: every image becomes the tower's square
+        return cls(size={"height": vision.image_size, "width": vision.image_size},
+                   image_mean=list(spec.inputs.image_mean), image_std=list(spec.inputs.image_std))
+    low, high = spec.tiny["pixels"]
+    return cls(size={"shortest_edge": low, "longest_edge": high}, patch_size=vision.patch_size,
                image_mean=list(spec.inputs.image_mean), image_std=list(spec.inputs.image_std))
 
 
@@ -123,6 +143,11 @@ def save_model(folder, family: str):
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     image_processor(family).save_pretrained(folder)
+    if family_for(family).inputs.rule == "fixed":  # Gemma-3's processor: its placeholder count is the model's
+        from transformers import Gemma3Processor
+
+        Gemma3Processor(image_processor(family), tokenizer, chat_template=tokenizer.chat_template,
+                        image_seq_length=model.config.mm_tokens_per_image).save_pretrained(folder)
     return model, tokenizer
 
 

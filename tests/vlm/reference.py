@@ -11,9 +11,13 @@ def hf_inputs(session, vision) -> dict:
     for start, item in session.seq.mm_items:
         types[0, start : start + item.length] = 1
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "mm_token_type_ids": types}
+    if vision.sizing.fixed:  # Gemma-3: token types drive its bidirectional image mask; images come whole
+        inputs["token_type_ids"] = inputs.pop("mm_token_type_ids")
     if items:
         pixel_values, grid = vision.pixel_values([item.data for item in items])
-        inputs.update(pixel_values=pixel_values, image_grid_thw=grid)
+        inputs.update(pixel_values=pixel_values)
+        if not vision.sizing.fixed:
+            inputs.update(image_grid_thw=grid)
     return inputs
 
 

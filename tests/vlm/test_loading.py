@@ -102,3 +102,25 @@ def test_glm_turn_end_token_is_not_repeated(tmp_path):
                 {"role": "user", "content": "Next question?"}]
     text = tokenizer.apply_chat_template(messages, tokenize=False)
     assert session.token_ids == tokenizer.encode(text, add_special_tokens=False)
+
+
+def test_gemma3_published_names_load(tmp_path):
+    """Gemma-3's published checkpoints keep SigLIP one level down (`vision_tower.vision_model.*`) and the LM under
+    `language_model.model.*`; transformers 5 saves `vision_tower.*` (the fixture): both give the same logits."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tests.vlm.conftest import save_model
+
+    folder = tmp_path / "saved"
+    save_model(folder, "gemma3")
+    published = tmp_path / "published"
+    shutil.copytree(folder, published)
+    tensors = load_file(published / "model.safetensors")
+    renamed = {k.replace("vision_tower.", "vision_tower.vision_model.", 1): v for k, v in tensors.items()}
+    assert any(k.startswith("vision_tower.vision_model.") for k in renamed) and any(
+        k.startswith("language_model.model.") for k in renamed), sorted(renamed)[:5]
+    save_file(renamed, published / "model.safetensors")
+    page = make_image(56, 84, 2)
+    assert torch.equal(_first_logits(folder, page), _first_logits(published, page))

@@ -4,6 +4,7 @@ window after a `lengths.tolist()`; its output equals transformers' own SDPA towe
 
 import copy
 
+import pytest
 import torch
 from transformers import AttentionInterface
 
@@ -16,6 +17,9 @@ def test_every_vision_tower_equals_transformers_sdpa_tower_in_one_call_per_layer
     family_name = vl_model[0]
     config = build_config(family_name, build_tokenizer(family_name))
     family = family_for(config.model_type)
+    if family.build_tower is not None:
+        pytest.skip(f"{family.name}'s tower (SigLIP) runs transformers' own SDPA attention: one image per call, "
+                    "each image one fixed-size sequence, no windows to pack")
     torch.manual_seed(0)
     reference = family.vision_tower()._from_config(config.vision_config, attn_implementation="sdpa").eval()
     ours = family.vision_tower()._from_config(copy.deepcopy(config.vision_config), attn_implementation="sdpa").eval()
