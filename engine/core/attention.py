@@ -30,8 +30,9 @@ Models whose image tokens attend to each other in both directions (`ModelShape.b
 Gemma-3) send `image_spans`: per row of an image its [start, end) in the sequence. A row then sees the
 keys it sees causally and every key of its image, and a sliding-window layer bounds both from below by its
 window (HF's masks: full layers OR(causal, same image), sliding AND(window, OR(causal, same image))): one
-contiguous range, from the causal start to the image's end. Every backend applies it (flash-attn cannot, and is refused);
-the scheduler keeps each image in one chunk, so its keys are written before any of its rows reads them.
+contiguous range, from the causal start to the image's end. Every backend applies it (flash-attn cannot,
+and is refused); the scheduler keeps each image in one chunk, so its keys are written before any of its
+rows reads them.
 """
 
 from __future__ import annotations
