@@ -52,6 +52,10 @@ class ModelShape:
     state_bytes: int = 0  # per sequence, the fixed-size states of a hybrid model's linear layers (float32)
     window: int | None = None  # the sliding window of `window_layers`, tokens
     window_layers: tuple[int, ...] = ()  # layers that attend through `window`: their KV has a pool of its own
+    # the window layers' KV heads and head size where they differ from the other layers' (Gemma 4: 256-channel
+    # local heads, 512-channel global ones); None: num_kv_heads, head_dim
+    window_kv_heads: int | None = None
+    window_head_dim: int | None = None
     # an image's tokens attend to each other in both directions (Gemma-3); text stays causal. Every attention
     # backend applies the rule and the scheduler never splits an image between prefill chunks.
     bidirectional_images: bool = False
@@ -60,6 +64,11 @@ class ModelShape:
     def num_kv_layers(self) -> int:
         """Layers with a K and V cache."""
         return self.num_layers if self.kv_layers is None else len(self.kv_layers)
+
+    @property
+    def window_kv_shape(self) -> tuple[int, int]:
+        """(KV heads, head size) of the sliding-window layers' cache."""
+        return self.window_kv_heads or self.num_kv_heads, self.window_head_dim or self.head_dim
 
     @property
     def full_layers(self) -> tuple[int, ...]:
@@ -111,12 +120,14 @@ class AttentionFn(Protocol):
     """The engine's paged attention, called by every layer of the adapter's forward."""
 
     def __call__(
-        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None = None,
+        write: bool = True,
     ) -> torch.Tensor:
         """q (tokens, heads, head_dim), k/v (tokens, kv_heads, head_dim) -> (tokens, heads, head_dim).
 
         `window`: a sliding-window layer's span in tokens (each query sees the last `window` tokens up to
-        itself); None attends to the whole context.
+        itself); None attends to the whole context. `write=False`: k and v are already in `layer`'s cache, written
+        by that layer earlier in this forward (Gemma 4's KV-sharing layers attend over another layer's KV).
         """
         ...
 

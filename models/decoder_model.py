@@ -45,10 +45,14 @@ class DecoderModel(ModelAdapter):
         windows = spec.windows or (None,) * spec.num_layers
         variants = spec.layer_variants or (spec.rope.variants[0],) * spec.num_layers
         self.embed_tokens = nn.Embedding(spec.vocab_size, layer.hidden)
-        self.layers = nn.ModuleList(DecoderLayer(layer, i, windows[i], variants[i]) for i in range(spec.num_layers))
+        self.layers = nn.ModuleList(self.make_layer(i, windows[i], variants[i]) for i in range(spec.num_layers))
         self.norm = RMSNorm(layer.hidden, layer.eps, layer.norm_offset)
         self.lm_head = None if spec.tied else nn.Linear(layer.hidden, spec.vocab_size, bias=False)
         self.init_buffers()
+
+    def make_layer(self, index: int, window: int | None, variant: str | None) -> nn.Module:
+        """Decoder layer `index` (a family whose layers differ from the shared one overrides this: Gemma 4)."""
+        return DecoderLayer(self.spec.layer, index, window, variant)
 
     @property
     def tied(self) -> bool:

@@ -24,6 +24,7 @@ REGISTERED: tuple[str, ...] = (
     "models.families.qwen2:FAMILY",
     "models.families.qwen3:FAMILY",
     "models.families.gemma3:FAMILY",
+    "models.families.gemma4:FAMILY",
     "models.families.qwen3_5:FAMILY",
     "models.families.qwen_vl:QWEN2_VL",
     "models.families.qwen_vl:QWEN2_5_VL",

@@ -5,7 +5,8 @@ One `Rotary` serves every family:
 - M-RoPE (Qwen2/2.5/3-VL, GLM-4V): three positions per token (time, height, width), and
   each rotary frequency is driven by one of them (`RopeSpec.axes`, see `mrope_axes`);
 - several frequency tables in one model (Gemma-3: local layers use base 10,000, global
-  layers 1,000,000): one table per `variant`, each layer naming the one it uses;
+  layers 1,000,000): one table per `variant`, each layer naming the one it uses, each table with
+  its own rotated width where the layer kinds' heads differ (Gemma 4: 256 and 512 channels);
 - partial rotation (GLM-4V rotates the first half of each head) and rotation of adjacent
   channel pairs instead of the two halves (GLM).
 
@@ -32,6 +33,7 @@ class RopeSpec:
     axes: tuple[int, ...] | None = None  # M-RoPE: per rotary frequency, the position axis driving it; None: 1-D
     pairs: bool = False  # rotate adjacent channel pairs (GLM) instead of the two halves
     variants: tuple[str | None, ...] = (None,)  # frequency tables: None, or config.rope_parameters keys (Gemma-3)
+    variant_dims: tuple[int, ...] = ()  # per variant its rotary_dim, where the layer kinds' heads differ (Gemma 4)
 
     @property
     def position_dims(self) -> int:
@@ -99,12 +101,12 @@ class Rotary:
 
     def __init__(self, spec: RopeSpec, config, device: torch.device) -> None:
         self.spec = spec
-        self.whole_head = spec.rotary_dim == spec.head_dim
         self._turn = rotate_pairs if spec.pairs else rotate_half
         self.tables: dict[str | None, tuple[torch.Tensor, float]] = {}
-        for variant in spec.variants:
+        dims = spec.variant_dims or (spec.rotary_dim,) * len(spec.variants)
+        for variant, rotary_dim in zip(spec.variants, dims, strict=True):
             with torch.device("cpu"):
-                inv_freq, scaling = rope_frequencies(config, spec.rotary_dim, variant)
+                inv_freq, scaling = rope_frequencies(config, rotary_dim, variant)
             self.tables[variant] = (inv_freq if device.type == "meta" else inv_freq.to(device), scaling)
         axes = torch.tensor(spec.axes if spec.axes is not None else (), dtype=torch.long)
         self.axes = axes if device.type == "meta" else axes.to(device)
@@ -127,9 +129,9 @@ class Rotary:
         return out
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x (tokens, heads, head_dim) rotated over its first rotary_dim channels."""
-        if self.whole_head:
+        """x (tokens, heads, head_dim) rotated over its first rotary_dim channels (cos's width)."""
+        rot = cos.shape[-1]
+        if rot == x.shape[-1]:
             return x * cos + self._turn(x) * sin
-        rot = self.spec.rotary_dim
         moving, fixed = x[..., :rot], x[..., rot:]
         return torch.cat((moving * cos + self._turn(moving) * sin, fixed), dim=-1)

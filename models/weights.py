@@ -94,6 +94,8 @@ def _mlp_and_norm_sources(layer, names: WeightNames, p: str) -> list[tuple[str, 
 
 def _sources(adapter) -> list[tuple[str, list[str]]]:
     out = [("embed_tokens.weight", ["embed_tokens.weight"]), ("norm.weight", ["norm.weight"])]
+    if hasattr(adapter, "hf_sources"):  # tensors of the model's own beyond these (Gemma 4's per-layer embeddings)
+        out += adapter.hf_sources()
     for i in range(len(adapter.layers)):
         out += _layer_sources(adapter, i)
     return out

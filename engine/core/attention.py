@@ -169,12 +169,13 @@ class PagedAttention:
         self.layer_meta.update(dict.fromkeys(layers, meta))
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 window: int | None = None) -> torch.Tensor:
+                 window: int | None = None, write: bool = True) -> torch.Tensor:
         k_cache, v_cache = self.k_cache[layer], self.v_cache[layer]
         meta = self.layer_meta.get(layer, self.meta)
-        kv_heads, head_dim = k_cache.shape[-2:]
-        k_cache.view(-1, kv_heads, head_dim).index_copy_(0, meta.slot_mapping, k)
-        v_cache.view(-1, kv_heads, head_dim).index_copy_(0, meta.slot_mapping, v)
+        if write:  # else `layer` wrote k and v earlier in this step (a KV-sharing layer reads them)
+            kv_heads, head_dim = k_cache.shape[-2:]
+            k_cache.view(-1, kv_heads, head_dim).index_copy_(0, meta.slot_mapping, k)
+            v_cache.view(-1, kv_heads, head_dim).index_copy_(0, meta.slot_mapping, v)
         return self.backend.forward(q, k, v, k_cache, v_cache, meta, window)
 
 

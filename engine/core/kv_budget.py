@@ -42,17 +42,18 @@ CPU_KV_CACHE_GIB = 2.0  # the pool on a CPU when no size is given (every command
 def bytes_per_block(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
     """Bytes one KV block takes over the layers of the main pool (keys and values): every KV layer but the
     sliding-window ones, which have a pool of their own (`window_bytes_per_block`)."""
-    return _block_bytes(len(shape.full_layers), shape, config, dtype)
+    return _block_bytes(len(shape.full_layers), (shape.num_kv_heads, shape.head_dim), config, dtype)
 
 
 def window_bytes_per_block(shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
     """Bytes one block of the sliding-window layers' pool takes (0: the model has none)."""
-    return _block_bytes(len(shape.window_layers), shape, config, dtype)
+    return _block_bytes(len(shape.window_layers), shape.window_kv_shape, config, dtype)
 
 
-def _block_bytes(layers: int, shape: ModelShape, config: EngineConfig, dtype: torch.dtype) -> int:
+def _block_bytes(layers: int, kv_shape: tuple[int, int], config: EngineConfig, dtype: torch.dtype) -> int:
+    """Keys and values of one block over `layers` layers of (KV heads, head size) `kv_shape`."""
     element = torch.empty((), dtype=dtype).element_size()
-    return 2 * layers * config.block_size * shape.num_kv_heads * shape.head_dim * element
+    return 2 * layers * config.block_size * kv_shape[0] * kv_shape[1] * element
 
 
 def _budget(shape: ModelShape, config: EngineConfig, dtype: torch.dtype, device: str) -> int | None:

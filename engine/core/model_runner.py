@@ -141,7 +141,7 @@ class ModelRunner:
         k_rows = {layer: self.k_cache[j] for j, layer in enumerate(full)}
         v_rows = {layer: self.v_cache[j] for j, layer in enumerate(full)}
         if window:
-            window_shape = (len(shape.window_layers), window + 1, self.block_size, shape.num_kv_heads, shape.head_dim)
+            window_shape = (len(shape.window_layers), window + 1, self.block_size, *shape.window_kv_shape)
             self.k_window = torch.zeros(window_shape, dtype=self.dtype, device=self.device)
             self.v_window = torch.zeros(window_shape, dtype=self.dtype, device=self.device)
             k_rows.update({layer: self.k_window[j] for j, layer in enumerate(shape.window_layers)})

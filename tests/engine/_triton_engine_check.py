@@ -5,7 +5,9 @@ random Llama, against HF `generate`: a batch of prompts of different lengths in 
 then a second turn continuing every session from its cache (prefix blocks read by the varlen
 kernel), decode steps through the split-K kernel; once eagerly and once through the decode-graph
 buffers (padding rows included); then a tiny Gemma-3, whose sliding-window layer reads a pool of its own
-(null blocks before each window, engine/core/window_blocks.py), eagerly. Prints one JSON object.
+(null blocks before each window, engine/core/window_blocks.py), eagerly; then a tiny Gemma 4 (local and
+global heads of different sizes in the two pools, KV-sharing layers reading another layer's cache), eagerly.
+Prints one JSON object.
 """
 
 import json
@@ -53,11 +55,12 @@ def main() -> None:
     hf.save_pretrained(folder)
     build_tokenizer().save_pretrained(folder)
     report = {"eager": run(folder, hf, graphs=False), "graphs": run(folder, hf, graphs=True)}
-    folder = tempfile.mkdtemp(prefix="triton-engine-gemma3-")
-    hf = build_model("gemma3")
-    hf.save_pretrained(folder)
-    build_tokenizer().save_pretrained(folder)
-    report["window"] = run(folder, hf, graphs=False)
+    for family, key in (("gemma3", "window"), ("gemma4", "gemma4")):
+        folder = tempfile.mkdtemp(prefix=f"triton-engine-{family}-")
+        hf = build_model(family)
+        hf.save_pretrained(folder)
+        build_tokenizer().save_pretrained(folder)
+        report[key] = run(folder, hf, graphs=False)
     print(json.dumps(report))
 
 

@@ -21,9 +21,10 @@ def test_engine_on_triton_kernels_matches_hf_under_interpreter():
         assert result["sessions_matching"] == result["sessions"] == 6, report
         assert result["cached_tokens"] > 0, "the second turn should continue from cached blocks"
     assert report["graphs"]["graph_steps"] > 0, report
-    window = report["window"]  # a tiny Gemma-3: 8-token window, 4-token blocks, sessions of up to 45 tokens
-    assert window["sessions_matching"] == window["sessions"] == 6 and window["cached_tokens"] > 0, report
-    assert window["window_blocks_held"] <= 8 // 4 + 2, report
+    for key in ("window", "gemma4"):  # tiny Gemma-3 and Gemma 4: 8-token window, 4-token blocks, up to 45 tokens
+        window = report[key]
+        assert window["sessions_matching"] == window["sessions"] == 6 and window["cached_tokens"] > 0, report
+        assert window["window_blocks_held"] <= 8 // 4 + 2, report
 
 
 def test_deterministic_mode_on_the_triton_path_gives_the_same_bits_under_interpreter():

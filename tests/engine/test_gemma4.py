@@ -1,0 +1,179 @@
+"""Gemma 4 text (models/families/gemma4.py) against transformers' Gemma4ForCausalLM, beyond the generic family cases.
+
+The tiny model (FamilySpec.tiny): a local layer (2 KV heads of 16, window 8) and a global layer (1 KV head of 32,
+keys that are its values, proportional RoPE on a quarter of the head) keep KV; a KV-sharing layer of each kind
+reads theirs with an MLP twice as wide; 8-channel per-layer inputs; soft-capped logits. Here its norm weights
+and layer scalars are drawn away from 1, so a norm or scalar that is not applied changes the answer.
+"""
+
+import copy
+
+import pytest
+import torch
+
+from engine import Engine, EngineConfig, SamplingParams
+from engine.core.kv_budget import bytes_per_block, window_bytes_per_block
+from models.registry import family_named
+from tests.engine.conftest import NO_BF16, build_model, hf_greedy, random_prompt
+from tests.vlm.reference import LogitSpy
+from tools.errors import DossierError
+
+BLOCK, WINDOW = 4, 8
+MOST_HELD = WINDOW // BLOCK + 2  # the window's blocks, the block the next token starts, a partial one
+TOLERANCE = 1e-4  # max |Δlogit| in float32, as tests/engine/test_families.py
+BF16_MEAN_VS_HF = 1.25  # ours at most this much farther from float32 than transformers' own bf16 model
+
+
+@pytest.fixture(scope="module")
+def gemma4(tmp_path_factory, tokenizer):
+    model = build_model("gemma4", seed=3)
+    generator = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name.endswith("norm.weight"):
+                tensor.copy_(1.0 + 0.3 * torch.randn(tensor.shape, generator=generator))
+            elif name.endswith("layer_scalar"):
+                tensor.copy_(0.5 + torch.rand(tensor.shape, generator=generator))
+    scalars = [float(layer.layer_scalar) for layer in model.model.layers]
+    assert all(abs(s - 1.0) > 1e-3 for s in scalars), scalars
+    folder = tmp_path_factory.mktemp("tiny-gemma4")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, model
+
+
+def engine_for(folder, **config) -> Engine:
+    config = {"block_size": BLOCK, "num_kv_blocks": 256, "attention_backend": "numba", **config}
+    return Engine.from_pretrained(str(folder), EngineConfig(**config))
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "numba"])
+def test_a_session_kept_between_turns_matches_hf(gemma4, backend):
+    """Three turns, each continued from the cache (only the new tokens prefilled): greedy tokens equal HF generate
+    on the whole history, every sampled logits row within 1e-4 of HF's full forward."""
+    folder, hf = gemma4
+    engine = engine_for(folder, attention_backend=backend, max_num_batched_tokens=16)
+    spy = LogitSpy(engine)
+    session, rows = engine.open_session(), []
+    for turn, length in enumerate((41, 23, 30)):
+        session.append(random_prompt(length, seed=60 + turn))
+        history = session.token_ids
+        rows += [len(history) - 1 + j for j in range(8)]
+        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
+        assert reply.output_token_ids == hf_greedy(hf, history, 8, None), f"turn {turn + 1} diverged from HF"
+        if turn:
+            assert reply.counters.tokens_cached == reply.history_tokens - 1, "the history was recomputed"
+    with torch.inference_mode():
+        full = hf(torch.tensor([session.token_ids])).logits[0, rows].float()
+    delta = (torch.stack(spy.rows[session.seq.seq_id]) - full).abs().max()
+    assert delta <= TOLERANCE, f"max |Δlogit| {delta:.3g}"
+
+
+def test_kv_sharing_layers_keep_no_kv_and_each_pool_has_its_kinds_heads(gemma4):
+    """Layers 2 and 3 read layers 0 and 1's KV: only 0 (local) and 1 (global) have caches, the window pool with
+    the local heads (2 x 16), the main pool with the global ones (1 x 32); a 150-token session holds only its
+    window in the local pool."""
+    folder, hf = gemma4
+    engine = engine_for(folder, max_num_batched_tokens=32)
+    shape, runner = engine.adapter.shape, engine.runner
+    assert shape.kv_layers == (0, 1) and shape.window_layers == (0,) and shape.full_layers == (1,)
+    assert [layer.producer for layer in engine.adapter.layers] == [None, None, 0, 1]
+    assert tuple(runner.k_window.shape[::3]) == (1, 2) and runner.k_window.shape[-1] == 16
+    assert runner.k_cache.shape[0] == 1 and tuple(runner.k_cache.shape[-2:]) == (1, 32)
+    config = engine.config
+    assert window_bytes_per_block(shape, config, torch.float32) == 2 * BLOCK * 2 * 16 * 4
+    assert bytes_per_block(shape, config, torch.float32) == 2 * BLOCK * 1 * 32 * 4
+    session = engine.open_session()
+    for turn, length in enumerate((70, 40, 24)):
+        session.append(random_prompt(length, seed=90 + turn))
+        history = session.token_ids
+        reply = session.generate(SamplingParams(max_new_tokens=6, ignore_eos=True))
+        assert reply.output_token_ids == hf_greedy(hf, history, 6, None), f"turn {turn + 1} diverged from HF"
+        held = engine.stats()["window_blocks"]["held_by_session"][session.session_id]
+        assert held <= MOST_HELD, f"turn {turn + 1}: the local layer holds {held} blocks"
+    assert len(session.seq.block_table) == -(-session.num_tokens // BLOCK) > 10 * held
+    engine.block_manager.check_invariants()
+
+
+def test_eight_sessions_share_one_system_prompt(gemma4):
+    folder, hf = gemma4
+    engine = engine_for(folder, max_num_batched_tokens=64)
+    system = random_prompt(48, seed=7)
+    histories = [system + random_prompt(5 + i, seed=70 + i) for i in range(8)]
+    requests = []
+    for history in histories:
+        session = engine.open_session()
+        session.append(history)
+        requests.append(engine.submit(session, SamplingParams(max_new_tokens=6, ignore_eos=True)))
+    engine.run_until_idle()
+    for i, (request, history) in enumerate(zip(requests, histories)):
+        assert request.output_token_ids == hf_greedy(hf, history, 6, None), f"session {i} diverged from HF"
+    assert [r.counters.tokens_cached for r in requests] == [0] + [48] * 7
+    assert engine.counters.tokens_prefilled == sum(map(len, histories)) - 7 * 48
+
+
+def test_the_deterministic_mode_gives_hf_tokens_at_any_chunk_size(gemma4):
+    folder, hf = gemma4
+    prompt = random_prompt(60, seed=5)
+    outputs = []
+    for chunk in (64, 7):
+        engine = engine_for(folder, deterministic=True, max_num_batched_tokens=chunk, cpu_threads=1)
+        session = engine.open_session()
+        session.append(prompt)
+        outputs.append(session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids)
+    assert outputs[0] == outputs[1] == hf_greedy(hf, prompt, 8, None)
+
+
+@NO_BF16
+@pytest.mark.parametrize("backend", ["sdpa", "numba"])
+def test_bf16_is_as_close_to_float32_as_hf_bf16(gemma4, backend):
+    """Three bf16 turns continued from the cache: greedy tokens equal a fresh engine on the whole history, and every
+    sampled logits row is as close to transformers' float32 model as transformers' own bf16 model is."""
+    folder, hf = gemma4
+    config = dict(dtype="bfloat16", attention_backend=backend, max_num_batched_tokens=16)
+    engine, fresh = engine_for(folder, **config), engine_for(folder, enable_prefix_caching=False, **config)
+    spy = LogitSpy(engine)
+    session, rows = engine.open_session(), []
+    for turn in range(3):
+        session.append(random_prompt(9 + 4 * turn, seed=300 + turn))
+        history = session.token_ids
+        rows += [len(history) - 1 + j for j in range(8)]
+        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
+        alone = fresh.open_session()
+        alone.append(history)
+        assert reply.output_token_ids == alone.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids
+    ours = torch.stack(spy.rows[session.seq.seq_id]).float()
+    with torch.inference_mode():
+        tokens = torch.tensor([session.token_ids])
+        float32 = hf(tokens).logits[0, rows].float()
+        hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)(tokens).logits[0, rows].float()
+    ours_error, hf_error = (ours - float32).abs().mean(), (hf_bf16 - float32).abs().mean()
+    assert ours_error <= BF16_MEAN_VS_HF * hf_error, f"mean |Δ| to float32: ours {ours_error:.4f}, HF bf16 {hf_error:.4f}"
+
+
+def test_a_checkpoint_without_a_tensor_is_refused_by_name(gemma4, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder, _ = gemma4
+    for path in folder.iterdir():
+        if path.suffix != ".safetensors":
+            (tmp_path / path.name).write_bytes(path.read_bytes())
+    tensors = {}
+    for path in folder.glob("*.safetensors"):
+        tensors.update(load_file(path))
+    del tensors["model.layers.1.layer_scalar"]
+    save_file(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(DossierError, match="no tensor 'layers.1.layer_scalar'"):
+        engine_for(tmp_path)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32), "enable_moe_block"),
+    (dict(num_kv_shared_layers=4), "shares KV in all 4 layers"),
+    (dict(use_bidirectional_attention="all"), "encoder"),
+])
+def test_configs_it_cannot_run_are_refused_with_the_reason(change, message):
+    family = family_named("gemma4")
+    config = family.config(**{**family.tiny, "vocab_size": 448, **change})
+    with pytest.raises(DossierError, match=message), torch.device("meta"):
+        family.adapter(config, family, None)
