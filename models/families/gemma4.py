@@ -33,13 +33,18 @@ from models.decoder_model import DecoderModel
 from models.family import FamilySpec
 from models.rotary import RopeSpec
 from models.text_inputs import TextInputs
-from models.weights import WeightNames
+from models.weights import TEXT_PREFIXES, WeightNames
 from tools.errors import DossierError
 
 __all__ = ["FAMILY", "Gemma4Layer", "Gemma4Model"]
 
-WEIGHTS = WeightNames(norms=(("attn_norm", "input_layernorm"), ("attn_out_norm", "post_attention_layernorm"),
-                             ("mlp_norm", "pre_feedforward_layernorm"), ("mlp_out_norm", "post_feedforward_layernorm")))
+# A text-only checkpoint saved by transformers keeps the LM under model.*; one cut from a published (multimodal)
+# checkpoint under model.language_model.*, maybe with the towers, which the text model does not use.
+WEIGHTS = WeightNames(
+    norms=(("attn_norm", "input_layernorm"), ("attn_out_norm", "post_attention_layernorm"),
+           ("mlp_norm", "pre_feedforward_layernorm"), ("mlp_out_norm", "post_feedforward_layernorm")),
+    prefixes=(("model.language_model.", "text"), *((f"model.{part}.", "skip") for part in
+              ("vision_tower", "audio_tower", "embed_vision", "embed_audio")), *TEXT_PREFIXES))
 
 
 class Gemma4Norm(RMSNorm):
