@@ -59,6 +59,8 @@ class ModelShape:
     # an image's tokens attend to each other in both directions (Gemma-3); text stays causal. Every attention
     # backend applies the rule and the scheduler never splits an image between prefill chunks.
     bidirectional_images: bool = False
+    # only the sliding-window layers apply that rule; the global layers stay causal over images too (Gemma 4)
+    bidirectional_window_only: bool = False
 
     @property
     def num_kv_layers(self) -> int:

@@ -33,6 +33,7 @@ REGISTERED: tuple[str, ...] = (
     "models.families.glm4v:GLM46V",
     "models.families.qwen3_5:QWEN3_5_VL",
     "models.families.gemma3_vl:FAMILY",
+    "models.families.gemma4_vl:FAMILY",
 )
 
 

@@ -3,8 +3,10 @@
 Sizing follows `qwen-vl-utils` (`smart_resize`): an image is resized so both sides are
 multiples of `patch_size * merge_size` (28 for Qwen2/2.5-VL, 32 for Qwen3-VL) and its
 area lies within [min_pixels, max_pixels], keeping the aspect ratio; GLM-4V uses its
-own variant (it counts two temporal frames against the budget). The token cost of an
-image is therefore known from its width and height alone, before anything is encoded.
+own variant (it counts two temporal frames against the budget); Gemma 4 resizes every image, up or
+down, to the largest size within a patch budget whose sides are multiples of patch_size * pooling kernel
+(`gemma4_resize`). The token cost of an image is therefore known from its width and height alone, before
+anything is encoded.
 
 An image enters a conversation as a `MultimodalItem` whose `content_hash` is a digest
 of its pixels plus its resized size: that hash joins the key of every KV block the
@@ -30,7 +32,8 @@ import torch
 from models.base import MultimodalItem, Segment
 from tools.errors import DossierError
 
-__all__ = ["ImageFeatures", "ImageSizing", "PreparedImage", "VisionProcessor", "page_image_content", "smart_resize"]
+__all__ = ["ImageFeatures", "ImageSizing", "PreparedImage", "VisionProcessor", "gemma4_resize", "page_image_content",
+           "smart_resize"]
 
 MAX_ASPECT_RATIO = 200  # qwen-vl-utils and the HF processors refuse thinner images
 
@@ -81,6 +84,27 @@ def _glm_resize(height: int, width: int, factor: int, min_pixels: int, max_pixel
     return h_bar, w_bar
 
 
+def gemma4_resize(height: int, width: int, patch_size: int, max_patches: int, kernel: int) -> tuple[int, int]:
+    """(height, width) as Gemma 4's image processor resizes an image: the aspect ratio kept, the area scaled (up or
+    down) to `max_patches` patches, each side rounded down to a multiple of patch_size * kernel (`kernel` x `kernel`
+    patches are pooled into one LM token); a side that rounds to zero becomes one multiple."""
+    if min(height, width) < 1:
+        raise DossierError(f"image of {width}x{height} pixels is empty")
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise DossierError(
+            f"image of {width}x{height} pixels has an aspect ratio above {MAX_ASPECT_RATIO}; crop or pad it first"
+        )
+    side = patch_size * kernel
+    factor = math.sqrt(max_patches * patch_size**2 / (height * width))
+    h_bar, w_bar = int(math.floor(factor * height / side)) * side, int(math.floor(factor * width / side)) * side
+    longest = (max_patches // kernel**2) * side
+    if h_bar == 0:
+        h_bar, w_bar = side, min(int(math.floor(width / height)) * side, longest)
+    elif w_bar == 0:
+        h_bar, w_bar = min(int(math.floor(height / width)) * side, longest), side
+    return h_bar, w_bar
+
+
 @dataclass(frozen=True, slots=True)
 class ImageSizing:
     """How a family turns an image's size into a patch grid and a number of LM tokens."""
@@ -89,15 +113,17 @@ class ImageSizing:
     merge_size: int  # patches per side merged into one LM token (2)
     min_pixels: int  # smallest resized area, in pixels (smaller images are upscaled)
     max_pixels: int  # largest resized area, in pixels (larger images are downscaled)
-    rule: str = "qwen"  # "qwen": qwen-vl-utils smart_resize; "glm": GLM-4V's (two temporal frames); "fixed": one size
+    # "qwen": qwen-vl-utils smart_resize; "glm": GLM-4V's (two temporal frames); "fixed": one size; "gemma4": the
+    # largest size within max_pixels (merge_size is the pooling kernel)
+    rule: str = "qwen"
     temporal_patch_size: int = 2  # frames per temporal patch (a still image is repeated to fill it)
     # "fixed" (Gemma-3): every image is resized to the tower's square (min_pixels = max_pixels = side^2) and pooled
     # to this many LM tokens
     tokens_per_image: int | None = None
 
     def __post_init__(self) -> None:
-        if self.rule not in ("qwen", "glm", "fixed"):
-            raise DossierError(f"image sizing rule {self.rule!r} is not 'qwen', 'glm' or 'fixed'")
+        if self.rule not in ("qwen", "glm", "fixed", "gemma4"):
+            raise DossierError(f"image sizing rule {self.rule!r} is not 'qwen', 'glm', 'fixed' or 'gemma4'")
         if self.rule == "fixed" and (self.min_pixels != self.max_pixels or not self.tokens_per_image):
             raise DossierError("a fixed image size needs min_pixels == max_pixels (the side squared) and "
                                "tokens_per_image")
@@ -128,6 +154,8 @@ class ImageSizing:
         if self.fixed:
             side = math.isqrt(self.max_pixels)
             return side, side
+        if self.rule == "gemma4":
+            return gemma4_resize(height, width, self.patch_size, self.max_pixels // self.patch_size**2, self.merge_size)
         return smart_resize(height, width, self.factor, self.min_pixels, self.max_pixels)
 
     def grid(self, width: int, height: int) -> tuple[int, int, int]:
@@ -256,6 +284,14 @@ class VisionProcessor:
         if self.sizing.fixed:  # one square for every image: the family's processor resizes it, as HF's does
             out = self.image_processor(images=[_to_rgb(p.image) for p in images], return_tensors="pt")
             return out["pixel_values"].split(1)  # (1, channels, side, side) each
+        if self.sizing.rule == "gemma4":  # the processor resizes too (to our size), then pads to its budget: unpad
+            kernel, patch = self.sizing.merge_size, self.sizing.patch_size
+            out = self.image_processor(images=[_to_rgb(p.image) for p in images], return_tensors="pt",
+                                       max_soft_tokens=self.sizing.max_pixels // (patch * kernel) ** 2)
+            counts = [t * h * w for t, h, w in (p.grid_thw for p in images)]
+            given = [n * kernel**2 for n in out["num_soft_tokens_per_image"]]
+            assert given == counts, f"image processor patches {given} != sizing {counts}"
+            return [pixels[:n] for pixels, n in zip(out["pixel_values"], counts)]  # (patches, 3 * patch^2) each
         resized = [_to_rgb(p.image).resize((p.width, p.height), Image.Resampling.BICUBIC) for p in images]
         out = self.image_processor(images=resized, do_resize=False, return_tensors="pt")
         grid = out["image_grid_thw"]
@@ -270,14 +306,33 @@ class VisionProcessor:
 
     def pixel_values(self, images: list[PreparedImage]) -> tuple[torch.Tensor, torch.Tensor]:
         """(pixel_values (patches, channels * temporal * patch^2), image_grid_thw (images, 3)) for the tower: the
-        patches preprocessed when each image entered its conversation, gathered."""
+        patches preprocessed when each image entered its conversation, gathered.
+
+        Gemma 4 ("gemma4"): (pixel_values (images, patches, 3 * patch^2), image_position_ids (images, patches, 2)),
+        each image's patches padded to the batch's longest with position (-1, -1), as its HF processor pads them.
+        """
         parts = []
         for prepared in images:
             pixels, computed = self._cached_pixels(prepared, f"{prepared.digest}:{prepared.height}x{prepared.width}")
             self.preprocessed_in_step += computed
             parts.append(pixels)
+        if self.sizing.rule == "gemma4":
+            return _padded_patches(parts, [p.grid_thw for p in images])
         grid = torch.tensor([p.grid_thw for p in images], dtype=torch.int64)
         return torch.cat(parts), grid
+
+
+def _padded_patches(parts: list[torch.Tensor], grids: list[tuple[int, int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Patches of several images stacked, each padded to the longest; every patch's (x, y) in its image's grid
+    (row by row), (-1, -1) for padding."""
+    longest = max(part.shape[0] for part in parts)
+    pixels = parts[0].new_zeros(len(parts), longest, parts[0].shape[1])
+    positions = torch.full((len(parts), longest, 2), -1, dtype=torch.int64)
+    for i, (part, (_, rows, cols)) in enumerate(zip(parts, grids)):
+        pixels[i, : part.shape[0]] = part
+        y, x = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+        positions[i, : rows * cols] = torch.stack([x.flatten(), y.flatten()], dim=-1)
+    return pixels, positions
 
 
 def _size(image) -> tuple[int, int]:

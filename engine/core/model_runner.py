@@ -237,8 +237,11 @@ class ModelRunner:
 
     def prepare(self, layout: StepLayout) -> tuple[dict[str, torch.Tensor], AttentionMetadata, ForwardBatch]:
         """The step's device inputs: one copy of the arrays the backend needs, then its metadata."""
+        spans = _image_spans(layout)
+        if spans and self.adapter.shape.bidirectional_window_only:  # the other layers see images causally
+            spans, layout = {}, dataclasses.replace(layout, image_spans=None)
         arrays = {"input_ids": layout.input_ids, "positions": layout.positions, "slot_mapping": layout.slot_mapping,
-                  "sample_rows": layout.sample_rows, **_image_spans(layout), **self.attention.arrays(layout)}
+                  "sample_rows": layout.sample_rows, **spans, **self.attention.arrays(layout)}
         tensors = pack_to_device(arrays, self.device)
         meta = self.attention.metadata(tensors, layout)
         batch = ForwardBatch(input_ids=tensors["input_ids"], positions=tensors["positions"], mm_chunks=layout.mm_chunks)

@@ -238,8 +238,12 @@ class Gemma4Model(DecoderModel):
         if batch.mm_chunks:
             raise DossierError(f"{self.name} is a text-only model; it cannot take images")
         x = self.embed(batch.input_ids)
-        per_layer = None if self.per_layer is None else self.per_layer(batch.input_ids, x)
-        tables = self.rotary.cos_sin(batch.positions, x.dtype)
+        return self.run_layers(x, batch.input_ids, batch.positions, attention)
+
+    def run_layers(self, x: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, attention) -> torch.Tensor:
+        """The layers and final norm over embeddings x (tokens, hidden); `ids` index the per-layer input table."""
+        per_layer = None if self.per_layer is None else self.per_layer(ids, x)
+        tables = self.rotary.cos_sin(positions, x.dtype)
         shared: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for i, layer in enumerate(self.layers):
             x = layer(x, tables[layer.variant], self.rotary, attention, None if per_layer is None else per_layer[:, i],
@@ -260,14 +264,14 @@ class Gemma4Model(DecoderModel):
             layer.layer_scalar.fill_(1.0)
 
 
-# Four layers: a local and a global layer that keep KV, then one KV-sharing layer of each kind (twice as wide an
-# MLP); local and global heads of different sizes and counts, keys that are the values on the global layers,
+# Six layers: two local and two global layers that keep KV, then one KV-sharing layer of each kind (twice as wide an
+# MLP; a global layer's output reaches a later layer's KV, so a wrong mask there shows in the logits); local and global heads of different sizes and counts, keys that are the values on the global layers,
 # 8-channel per-layer inputs (a table of 512 rows, above the tests' vocabulary), a window of 8 under prompts of up to 41, proportional RoPE on a quarter of the global
 # heads, soft-capped logits.
 _TINY = dict(head_dim=16, global_head_dim=32, num_key_value_heads=2, num_global_key_value_heads=1,
              attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True, sliding_window=8,
-             num_hidden_layers=4, hidden_size_per_layer_input=8, vocab_size_per_layer_input=512, final_logit_softcapping=3.0, tie_word_embeddings=True,
-             layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"])
+             num_hidden_layers=6, hidden_size_per_layer_input=8, vocab_size_per_layer_input=512, final_logit_softcapping=3.0, tie_word_embeddings=True,
+             layer_types=["sliding_attention", "full_attention"] * 3)
 
 FAMILY = FamilySpec(
     name="gemma4", model_types=("gemma4_text",), config_class="Gemma4TextConfig", reference_class="Gemma4ForCausalLM",

@@ -32,7 +32,7 @@ class FamilyInputs:
     image_std: tuple[float, float, float]
     default_min_pixels: int  # bounds when neither the caller nor the folder gives them
     default_max_pixels: int
-    rule: str  # sizing rule of models.vision.ImageSizing: "qwen", "glm" or "fixed" (Gemma-3: the tower's square)
+    rule: str  # sizing rule of models.vision.ImageSizing: "qwen", "glm", "fixed" (Gemma-3: the tower's square), "gemma4"
     start_token: str  # token opening an image in the template
     end_token: str  # token closing it
     stop_tokens: tuple[str, ...]  # end-of-turn tokens besides the tokenizer's EOS
@@ -65,6 +65,10 @@ def _image_processor(family: FamilyInputs, vision_config, folder: Path | None):
             side = vision_config.image_size
             image_processor = cls(size={"height": side, "width": side}, image_mean=list(family.image_mean),
                                   image_std=list(family.image_std))
+        elif family.rule == "gemma4":  # a patch budget; the processor pads every image to it
+            side = vision_config.patch_size * vision_config.pooling_kernel_size
+            image_processor = cls(patch_size=vision_config.patch_size, pooling_kernel_size=vision_config.pooling_kernel_size,
+                                  max_soft_tokens=family.default_max_pixels // side**2)
         else:
             image_processor = cls(
                 patch_size=vision_config.patch_size, temporal_patch_size=vision_config.temporal_patch_size,
@@ -108,6 +112,8 @@ def build_processors(family: FamilyInputs, config, folder: Path | None, min_pixe
         area = vision_config.image_size**2
         sizing = ImageSizing(vision_config.patch_size, 1, area, area, "fixed", 1,
                              tokens_per_image=config.mm_tokens_per_image)
+    elif family.rule == "gemma4":
+        sizing = _gemma4_sizing(config, image_processor if folder is not None else None, min_pixels, max_pixels)
     else:
         sizing = ImageSizing(vision_config.patch_size, vision_config.spatial_merge_size, low, high, family.rule,
                              vision_config.temporal_patch_size)
@@ -129,10 +135,33 @@ def build_processors(family: FamilyInputs, config, folder: Path | None, min_pixe
                                  image_text=family.image_text), vision
 
 
+# Gemma 4's image processor accepts these budgets only (tokens per image after pooling)
+GEMMA4_SOFT_TOKENS = (70, 140, 280, 560, 1120)
+
+
+def _gemma4_sizing(config, image_processor, min_pixels: int | None, max_pixels: int | None) -> ImageSizing:
+    """Gemma 4: every image is scaled, up or down, to fill a budget of tokens (the folder's `max_soft_tokens`, 280
+    in the published models); `max_pixels` picks the largest of its budgets that fits in that many pixels."""
+    vision = config.vision_config
+    side = vision.patch_size * vision.pooling_kernel_size  # pixels per side of one LM token
+    tokens = getattr(image_processor, "max_soft_tokens", None) or 280
+    if max_pixels is not None:
+        fitting = [t for t in GEMMA4_SOFT_TOKENS if t * side**2 <= max_pixels]
+        tokens = fitting[-1] if fitting else GEMMA4_SOFT_TOKENS[0]
+        if tokens * side**2 != max_pixels:
+            log.warning("%s sizes images to a budget of %s tokens (%d pixels each): image_max_pixels=%d becomes %d",
+                        config.model_type, "/".join(map(str, GEMMA4_SOFT_TOKENS)), side**2, max_pixels,
+                        tokens * side**2)
+    if min_pixels is not None:
+        log.warning("%s scales every image to its token budget: image_min_pixels is ignored", config.model_type)
+    return ImageSizing(vision.patch_size, vision.pooling_kernel_size, side**2, tokens * side**2, "gemma4", 1)
+
+
 def _marker_ids(config, family: FamilyInputs, tokenizer) -> tuple[int, int]:
     """Ids of the tokens around an image: from the config, else from the tokenizer."""
     for start_key, end_key in (("vision_start_token_id", "vision_end_token_id"),
-                               ("image_start_token_id", "image_end_token_id"), ("boi_token_index", "eoi_token_index")):
+                               ("image_start_token_id", "image_end_token_id"), ("boi_token_index", "eoi_token_index"),
+                               ("boi_token_id", "eoi_token_id")):
         start, end = getattr(config, start_key, None), getattr(config, end_key, None)
         if start is not None and end is not None:
             return start, end

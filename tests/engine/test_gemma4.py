@@ -1,8 +1,8 @@
 """Gemma 4 text (models/families/gemma4.py) against transformers' Gemma4ForCausalLM, beyond the generic family cases.
 
-The tiny model (FamilySpec.tiny): a local layer (2 KV heads of 16, window 8) and a global layer (1 KV head of 32,
-keys that are its values, proportional RoPE on a quarter of the head) keep KV; a KV-sharing layer of each kind
-reads theirs with an MLP twice as wide; 8-channel per-layer inputs; soft-capped logits. Here its norm weights
+The tiny model (FamilySpec.tiny): two local layers (2 KV heads of 16, window 8) and two global layers (1 KV head of
+32, keys that are its values, proportional RoPE on a quarter of the head) keep KV; a KV-sharing layer of each kind
+reads the last of theirs with an MLP twice as wide; 8-channel per-layer inputs; soft-capped logits. Here its norm weights
 and layer scalars are drawn away from 1, so a norm or scalar that is not applied changes the answer.
 """
 
@@ -70,19 +70,19 @@ def test_a_session_kept_between_turns_matches_hf(gemma4, backend):
 
 
 def test_kv_sharing_layers_keep_no_kv_and_each_pool_has_its_kinds_heads(gemma4):
-    """Layers 2 and 3 read layers 0 and 1's KV: only 0 (local) and 1 (global) have caches, the window pool with
-    the local heads (2 x 16), the main pool with the global ones (1 x 32); a 150-token session holds only its
+    """Layers 4 and 5 read layers 2 and 3's KV: only 0-3 have caches, the window pool (layers 0 and 2) with the
+    local heads (2 x 16), the main pool (1 and 3) with the global ones (1 x 32); a 150-token session holds only its
     window in the local pool."""
     folder, hf = gemma4
     engine = engine_for(folder, max_num_batched_tokens=32)
     shape, runner = engine.adapter.shape, engine.runner
-    assert shape.kv_layers == (0, 1) and shape.window_layers == (0,) and shape.full_layers == (1,)
-    assert [layer.producer for layer in engine.adapter.layers] == [None, None, 0, 1]
-    assert tuple(runner.k_window.shape[::3]) == (1, 2) and runner.k_window.shape[-1] == 16
-    assert runner.k_cache.shape[0] == 1 and tuple(runner.k_cache.shape[-2:]) == (1, 32)
+    assert shape.kv_layers == (0, 1, 2, 3) and shape.window_layers == (0, 2) and shape.full_layers == (1, 3)
+    assert [layer.producer for layer in engine.adapter.layers] == [None] * 4 + [2, 3]
+    assert tuple(runner.k_window.shape[::3]) == (2, 2) and runner.k_window.shape[-1] == 16
+    assert runner.k_cache.shape[0] == 2 and tuple(runner.k_cache.shape[-2:]) == (1, 32)
     config = engine.config
-    assert window_bytes_per_block(shape, config, torch.float32) == 2 * BLOCK * 2 * 16 * 4
-    assert bytes_per_block(shape, config, torch.float32) == 2 * BLOCK * 1 * 32 * 4
+    assert window_bytes_per_block(shape, config, torch.float32) == 2 * 2 * BLOCK * 2 * 16 * 4
+    assert bytes_per_block(shape, config, torch.float32) == 2 * 2 * BLOCK * 1 * 32 * 4
     session = engine.open_session()
     for turn, length in enumerate((70, 40, 24)):
         session.append(random_prompt(length, seed=90 + turn))
@@ -169,7 +169,7 @@ def test_a_checkpoint_without_a_tensor_is_refused_by_name(gemma4, tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     (dict(enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32), "enable_moe_block"),
-    (dict(num_kv_shared_layers=4), "shares KV in all 4 layers"),
+    (dict(num_kv_shared_layers=6), "shares KV in all 6 layers"),
     (dict(use_bidirectional_attention="all"), "encoder"),
 ])
 def test_configs_it_cannot_run_are_refused_with_the_reason(change, message):

@@ -93,31 +93,63 @@ def _gemma4_text_config(shapes: dict[str, tuple[int, ...]]):
         vocab_size_per_layer_input=shapes["embed_tokens_per_layer.weight"][0], tie_word_embeddings=True)
 
 
-def test_the_published_gemma_4_e2b_language_model_maps_onto_ours():
-    """google/gemma-4-E2B-it's single-file checkpoint (all 2,011 tensors with shapes; fixtures README): its LM under
-    model.language_model.* loads into the gemma4 text family with nothing missing; the only tensors left unread are
-    the ones transformers ignores too (k/v projections and k norms the KV-sharing layers store but never use), the
-    towers are skipped, and every tensor we read has the published shape and transformers' at that config."""
+def _gemma4_vision_config(shapes: dict[str, tuple[int, ...]]):
+    """The vision tower's numbers the published shapes fix (width, layers, heads, MLP, patch size, position table,
+    clipped linears; the pooling kernel, 3, is transformers' default: no shape shows it)."""
+    from transformers import Gemma4VisionConfig
+
+    layer = "encoder.layers.0."
+    hidden = shapes["patch_embedder.input_proj.weight"][0]
+    head_dim = shapes[layer + "self_attn.q_norm.weight"][0]
+    return Gemma4VisionConfig(
+        hidden_size=hidden, intermediate_size=shapes[layer + "mlp.gate_proj.linear.weight"][0],
+        num_hidden_layers=1 + max(int(n.split(".")[2]) for n in shapes if n.startswith("encoder.layers.")),
+        num_attention_heads=shapes[layer + "self_attn.q_proj.linear.weight"][0] // head_dim,
+        num_key_value_heads=shapes[layer + "self_attn.k_proj.linear.weight"][0] // head_dim, head_dim=head_dim,
+        patch_size=int((shapes["patch_embedder.input_proj.weight"][1] // 3) ** 0.5),
+        position_embedding_size=shapes["patch_embedder.position_embedding_table"][1],
+        use_clipped_linears=layer + "mlp.gate_proj.input_max" in shapes, standardize="std_bias" in shapes)
+
+
+@pytest.mark.parametrize("model_type", ["gemma4_text", "gemma4"])
+def test_the_published_gemma_4_e2b_checkpoint_maps_onto_ours(model_type):
+    """google/gemma-4-E2B-it's single-file checkpoint (all 2,011 tensors with shapes; fixtures README), through the
+    text family (its LM alone) and the vision family (LM and vision tower): nothing we read is missing; the only LM
+    tensors left unread are the ones transformers ignores too (k/v projections and k norms the KV-sharing layers
+    store but never use); the audio tower is skipped (and the vision tower by the text family); every tensor we
+    read has the published shape and transformers' at that config."""
     rows = [line.split("\t") for line in (FIXTURES / "gemma-4-e2b-it" / "weight_shapes.tsv").read_text().splitlines()[1:]]
     assert len(rows) == 2011
-    prefix = "model.language_model."
     published = {name: tuple(int(d) for d in shape.split("×")) if shape else () for name, shape, _ in rows}
-    lm = {name[len(prefix):]: shape for name, shape in published.items() if name.startswith(prefix)}
-    config = _gemma4_text_config(lm)
-    assert (config.num_hidden_layers, config.num_kv_shared_layers, config.hidden_size) == (35, 20, 1536)
-    family = family_for("gemma4_text")
+    lm = {n.removeprefix("model.language_model."): s for n, s in published.items() if n.startswith("model.language_model.")}
+    text_config = _gemma4_text_config(lm)
+    assert (text_config.num_hidden_layers, text_config.num_kv_shared_layers, text_config.hidden_size) == (35, 20, 1536)
+    family = family_for(model_type)
+    config = text_config
+    if family.is_vision_language:
+        from transformers import Gemma4Config
+
+        tower = {n.removeprefix("model.vision_tower."): s for n, s in published.items() if n.startswith("model.vision_tower.")}
+        config = Gemma4Config(text_config=text_config.to_dict(), vision_config=_gemma4_vision_config(tower).to_dict())
     with torch.device("meta"):
         ours = family.adapter(config, family, None, None, "gemma-4-E2B-it")
         reference = family.reference()(config)
     visual, text, head = split_checkpoint(family.weights, dict.fromkeys(published, True))
-    assert not visual and head is None and set(text) == set(lm), "towers skipped, the LM read, the head tied"
+    assert set(text) == set(lm) and head is None, "the LM read, the head tied"
+    if family.is_vision_language:
+        assert set(visual) == set(ours.visual.state_dict()), sorted(set(visual) ^ set(ours.visual.state_dict()))[:5]
+    else:
+        assert not visual
     read = {n for _, sources in _sources(ours) for n in sources}
     missing, unused = sorted(read - set(text)), set(text) - read
     assert not missing, f"the loader reads {len(missing)} tensors the checkpoint lacks, e.g. {missing[:3]}"
-    ignored = tuple(f"{name}." for name in reference.model._keys_to_ignore_on_load_unexpected)  # module prefixes
+    lm_reference = reference.model.language_model if family.is_vision_language else reference.model
+    ignored = tuple(f"{name}." for name in lm_reference._keys_to_ignore_on_load_unexpected)  # module prefixes
     assert all(name.startswith(ignored) for name in unused), sorted(n for n in unused if not n.startswith(ignored))[:3]
     assert len(unused) == 20 * 3  # k_proj, v_proj, k_norm of each KV-sharing layer
     theirs = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
+    save = family.weights.save_prefix
     for name, tensor in hf_state_dict(ours).items():
-        rest = name.removeprefix("model.")
-        assert tuple(tensor.shape) == lm[rest] == theirs[name], (name, tuple(tensor.shape), lm[rest], theirs.get(name))
+        mine = name.replace(save, "model.language_model.", 1) if name.startswith(save) else name
+        assert tuple(tensor.shape) == published[mine] == theirs[name], (name, tuple(tensor.shape), published[mine],
+                                                                         theirs.get(name))

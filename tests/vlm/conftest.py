@@ -45,6 +45,15 @@ GEMMA_TEMPLATE = (  # Gemma-3's template: turns of <start_of_turn>role ... <end_
     "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}<end_of_turn>\n"
     "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
+GEMMA4_TEMPLATE = (  # Gemma 4's turn markup: <|turn>role ... <turn|>, <|image|> per image (its processor expands it)
+    "{{ bos_token }}{% for message in messages %}{% set role = 'model' if message['role'] == 'assistant' "
+    "else message['role'] %}<|turn>{{ role }}\n{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for item in message['content'] %}{% if item['type'] == 'image' %}<|image|>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}<turn|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|turn>model\n{% endif %}"
+)
+GEMMA4_SPECIAL = ["<eos>", "<bos>", "<pad>", "<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|video|>",
+                  "<|audio|>", "<|audio>", "<audio|>"]
 GEMMA_SPECIAL = ["<eos>", "<bos>", "<pad>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>",
                  "<image_soft_token>"]
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<pad>", "<|vision_start|>", "<|vision_end|>",
@@ -63,7 +72,8 @@ VOCAB = 448  # the model's rows (the tokenizer has 400)
 CHATML = (QWEN_TEMPLATE, QWEN_SPECIAL, "<|im_end|>")
 # The chat markup of each VL family's real template (by family name) when it is not ChatML.
 CHAT_FORMATS = {"glm4v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>"), "glm46v": (GLM_TEMPLATE, GLM_SPECIAL, "<|user|>"),
-                "gemma3-vl": (GEMMA_TEMPLATE, GEMMA_SPECIAL, "<end_of_turn>")}
+                "gemma3-vl": (GEMMA_TEMPLATE, GEMMA_SPECIAL, "<end_of_turn>"),
+                "gemma4-vl": (GEMMA4_TEMPLATE, GEMMA4_SPECIAL, "<turn|>")}
 FAMILIES = tuple(family.model_types[0] for family in families() if family.is_vision_language)
 
 
@@ -82,6 +92,10 @@ def build_tokenizer(family: str):
         extra = dict(bos_token="<bos>", extra_special_tokens={"boi_token": "<start_of_image>",
                                                               "eoi_token": "<end_of_image>",
                                                               "image_token": "<image_soft_token>"})
+    if "<|image|>" in special:  # what Gemma 4's HF processor reads off its tokenizer
+        extra = dict(bos_token="<bos>", extra_special_tokens={
+            "boi_token": "<|image>", "eoi_token": "<image|>", "image_token": "<|image|>", "audio_token": "<|audio|>",
+            "boa_token": "<|audio>", "eoa_token": "<audio|>"})
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=eos, pad_token="<pad>",
                                         unk_token="<|endoftext|>" if "<|endoftext|>" in special else "<eos>", **extra)
     tokenizer.chat_template = template
@@ -132,6 +146,8 @@ def image_processor(family: str):
     if spec.inputs.rule == "fixed":  # Gemma-3: every image becomes the tower's square
         return cls(size={"height": vision.image_size, "width": vision.image_size},
                    image_mean=list(spec.inputs.image_mean), image_std=list(spec.inputs.image_std))
+    if spec.inputs.rule == "gemma4":  # a budget of tokens per image (70 is its processor's smallest)
+        return cls(patch_size=vision.patch_size, pooling_kernel_size=vision.pooling_kernel_size, max_soft_tokens=70)
     low, high = spec.tiny["pixels"]
     return cls(size={"shortest_edge": low, "longest_edge": high}, patch_size=vision.patch_size,
                image_mean=list(spec.inputs.image_mean), image_std=list(spec.inputs.image_std))
@@ -148,6 +164,11 @@ def save_model(folder, family: str):
 
         Gemma3Processor(image_processor(family), tokenizer, chat_template=tokenizer.chat_template,
                         image_seq_length=model.config.mm_tokens_per_image).save_pretrained(folder)
+    if family_for(family).inputs.rule == "gemma4":  # Gemma 4's processor (it wants its audio and video parts too)
+        from transformers import Gemma4AudioFeatureExtractor, Gemma4Processor, Gemma4VideoProcessor
+
+        Gemma4Processor(Gemma4AudioFeatureExtractor(), image_processor(family), tokenizer, Gemma4VideoProcessor(),
+                        chat_template=tokenizer.chat_template, image_seq_length=70).save_pretrained(folder)
     return model, tokenizer
 
 

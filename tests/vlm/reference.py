@@ -16,7 +16,9 @@ def hf_inputs(session, vision) -> dict:
     if items:
         pixel_values, grid = vision.pixel_values([item.data for item in items])
         inputs.update(pixel_values=pixel_values)
-        if not vision.sizing.fixed:
+        if vision.sizing.rule == "gemma4":  # padded patches and their (x, y) positions
+            inputs.update(image_position_ids=grid)
+        elif not vision.sizing.fixed:
             inputs.update(image_grid_thw=grid)
     return inputs
 

@@ -63,7 +63,7 @@ def test_identical_text_different_images_share_no_image_kv(vl_model):
     assert (first_a - first_b).abs().max() > 1e-3, "different images gave the same logits"
     # positive control: the same image at the same place reuses the blocks and gives the same logits
     assert [c.seq.block_table[i] for i in blocks[:-1]] == [a.seq.block_table[i] for i in blocks[:-1]]
-    assert torch.allclose(first_a, first_c, atol=1e-5)
+    assert torch.allclose(first_a, first_c, atol=1e-4)  # the parity tests' tolerance (c recomputes the image's tail)
     assert c.counters.tokens_cached > b.counters.tokens_cached
 
 
@@ -77,7 +77,7 @@ def test_without_the_image_hash_sessions_would_share_kv(vl_model, monkeypatch):
     shared = {a.seq.block_table[i] for i in blocks[:-1]} & {b.seq.block_table[i] for i in blocks[:-1]}
     assert shared, "without the image hash the image blocks should have been (wrongly) shared"
     first_a, first_b = spy.rows[a.seq.seq_id][0], spy.rows[b.seq.seq_id][0]
-    assert torch.allclose(first_a, first_b, atol=1e-5), "b should have answered from a's image (the bug)"
+    assert torch.allclose(first_a, first_b, atol=1e-4), "b should have answered from a's image (the bug)"
 
 
 def test_same_page_in_eight_sessions_is_encoded_once(vl_model):
@@ -102,8 +102,10 @@ def test_same_page_in_eight_sessions_is_encoded_once(vl_model):
     late.close()
     if engine.processor.vision.sizing.fixed:  # Gemma-3 has one image size: there is no other size to try
         return
-    # the same page at another size is another input (other tokens, other features)
-    smaller = engine_for(folder, image_max_pixels=56 * 56)
+    # the same page at another size is another input (other tokens, other features); Gemma 4's tiny budget is its
+    # smallest, so it takes a larger one
+    sizing = engine.processor.vision.sizing
+    smaller = engine_for(folder, image_max_pixels=2 * sizing.max_pixels if sizing.rule == "gemma4" else 56 * 56)
     other = smaller.open_session()
     other.append_message("user", "<image>", images=[page])
     assert other.seq.mm_items[0][1].content_hash != sessions[0].seq.mm_items[0][1].content_hash

@@ -108,13 +108,17 @@ def test_preemption_and_recompute_keep_tokens_exact(vl_model):
     """A small KV pool and no encoder cache: sessions lose blocks, recompute, and re-encode their images."""
     family, folder, _, _ = vl_model
     plans = [conversation(seed=7 * i + 1) for i in range(4)]
-    tight = engine_for(folder, num_kv_blocks=64, max_num_batched_tokens=24, encoder_cache_gib=0.0)
+    roomy = engine_for(folder)
+    sessions = [roomy.open_session() for _ in plans]
+    expected = run_turns(roomy, sessions, plans)
+    # 64 blocks of 4 tokens, or 1.25 of the longest session where its images are larger (Gemma 4: 40-70 tokens each)
+    blocks = max(64, -(-5 * max(s.num_tokens for s in sessions) // 16))
+    tight = engine_for(folder, num_kv_blocks=blocks, max_num_batched_tokens=24, encoder_cache_gib=0.0)
     outputs = run_turns(tight, [tight.open_session() for _ in plans], plans)
     stats = tight.stats()
     assert stats["preemptions"] > 0, stats
     assert stats["vision"]["images_encoded"] > 16, "recompute should have re-encoded images (no encoder cache)"
-    roomy = engine_for(folder)
-    assert outputs == run_turns(roomy, [roomy.open_session() for _ in plans], plans), f"{family}: preemption changed tokens"
+    assert outputs == expected, f"{family}: preemption changed tokens"
 
 
 

@@ -54,6 +54,10 @@ def test_token_cost_is_known_before_encoding_and_equals_the_hf_processor(vl_mode
         assert tuple(hf["pixel_values"].shape) == (1, 3, side, side)
         assert cost - 2 == engine.adapter.config.mm_tokens_per_image
         return
+    if sizing.rule == "gemma4":  # scaled to fill its token budget, whatever the bounds
+        hf = vision.image_processor(images=[image], return_tensors="pt")
+        assert list(hf["num_soft_tokens_per_image"]) == [cost - 2]
+        return
     hf = vision.image_processor(images=[image], size={"shortest_edge": sizing.min_pixels, "longest_edge": sizing.max_pixels},
                                 return_tensors="pt")
     assert int(hf["image_grid_thw"].prod()) // sizing.merge_size**2 == cost - 2
@@ -85,6 +89,11 @@ def test_conversation_tokens_equal_the_hf_processor(vl_model):
     expected = processor(text=[text], images=pages, return_tensors="pt")
     assert session.token_ids == expected["input_ids"][0].tolist()
     ours, grid = engine.processor.vision.pixel_values([item.data for _, item in session.seq.mm_items])
+    if "image_position_ids" in expected:  # Gemma 4 pads every image to its budget; ours to the longest image
+        patches = ours.shape[1]
+        assert torch.equal(grid, expected["image_position_ids"][:, :patches])
+        assert (expected["image_position_ids"][:, patches:] == -1).all()
+        expected["pixel_values"] = expected["pixel_values"][:, :patches]
     if "image_grid_thw" in expected:  # (Gemma-3's images are all one square: no grid)
         assert torch.equal(grid, expected["image_grid_thw"])
     assert torch.allclose(ours, expected["pixel_values"], atol=1e-5)
@@ -135,5 +144,34 @@ def test_pixel_bounds_come_from_the_engine_config(vl_model):
         assert capped.processor.image_tokens(page) == default.processor.image_tokens(page)
         assert capped.processor.vision.sizing.max_pixels == default.processor.vision.sizing.max_pixels
         return
+    if default.processor.vision.sizing.rule == "gemma4":  # budgets of 70-1120 tokens; the tiny model has the least
+        budget = default.processor.vision.sizing.max_pixels
+        larger = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, image_max_pixels=2 * budget))
+        assert capped.processor.vision.sizing.max_pixels == budget  # below the smallest budget: the smallest
+        assert larger.processor.image_tokens(page) > default.processor.image_tokens(page)
+        assert larger.processor.vision.sizing.max_pixels == 2 * budget
+        return
     assert capped.processor.image_tokens(page) < default.processor.image_tokens(page)
     assert capped.processor.vision.sizing.max_pixels == 56 * 56
+
+
+def test_gemma4_sizing_equals_its_image_processor():
+    """Gemma 4's rule (models/vision.gemma4_resize) against transformers' own function on random and thin sizes, at
+    the published patch budget (280 tokens of 3 x 3 16-pixel patches) and the tiny test model's."""
+    import random
+
+    from transformers.models.gemma4.image_processing_pil_gemma4 import get_aspect_ratio_preserving_size
+
+    from models.vision import gemma4_resize
+
+    rng = random.Random(0)
+    sizes = [(rng.randint(1, 4000), rng.randint(1, 4000)) for _ in range(3000)] + [(10, 1500), (1500, 10), (48, 48)]
+    checked = 0
+    for height, width in sizes:
+        if max(height, width) / min(height, width) > 200:
+            continue
+        for patch, budget in ((16, 280 * 9), (4, 70 * 9)):
+            assert gemma4_resize(height, width, patch, budget, 3) == get_aspect_ratio_preserving_size(
+                height=height, width=width, patch_size=patch, max_patches=budget, pooling_kernel_size=3), (height, width)
+            checked += 1
+    assert checked > 5000

@@ -18,8 +18,8 @@ def test_every_vision_tower_equals_transformers_sdpa_tower_in_one_call_per_layer
     config = build_config(family_name, build_tokenizer(family_name))
     family = family_for(config.model_type)
     if family.build_tower is not None:
-        pytest.skip(f"{family.name}'s tower (SigLIP) runs transformers' own SDPA attention: one image per call, "
-                    "each image one fixed-size sequence, no windows to pack")
+        pytest.skip(f"{family.name}'s tower is the family's own build of transformers' modules (SigLIP for Gemma-3, "
+                    "Gemma4VisionModel over padded images for Gemma 4) on their SDPA attention: no windows to pack")
     torch.manual_seed(0)
     reference = family.vision_tower()._from_config(config.vision_config, attn_implementation="sdpa").eval()
     ours = family.vision_tower()._from_config(copy.deepcopy(config.vision_config), attn_implementation="sdpa").eval()
