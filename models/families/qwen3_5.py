@@ -118,12 +118,15 @@ _VL_TINY = dict(
                        num_position_embeddings=64),
     pixels=(32 * 32, 96 * 96),
 )
+# The published checkpoints also hold the multi-token-prediction head (`mtp.*`, Qwen/Qwen3.5-0.8B's 15 tensors),
+# which the engine does not use
+PUBLISHED_WEIGHTS = dataclasses.replace(VL_WEIGHTS, prefixes=(("mtp.", "skip"), *VL_WEIGHTS.prefixes))
 # The published Qwen3.5 checkpoints (Qwen3_5ForConditionalGeneration): the same text model under
 # model.language_model, a Qwen3-VL-style tower without DeepStack, Qwen3-VL's ChatML and image markers.
 QWEN3_5_VL = FamilySpec(
     name="qwen3_5-vl", model_types=("qwen3_5",), config_class="Qwen3_5Config",
     reference_class="Qwen3_5ForConditionalGeneration", adapter=HybridVisionLanguageAdapter, decoder=decoder,
-    inputs=QWEN3_VL_INPUTS, weights=VL_WEIGHTS, vision_tower=_tower, tiny=_VL_TINY,
+    inputs=QWEN3_VL_INPUTS, weights=PUBLISHED_WEIGHTS, vision_tower=_tower, tiny=_VL_TINY,
     shapes={"qwen3_5-vl-tiny": dict(text_config=dict(TINY_TEXT, **_VL_TINY["text_config"]),
                                     vision_config=_VL_TINY["vision_config"], **marker_ids(QWEN3_VL_INPUTS))},
 )

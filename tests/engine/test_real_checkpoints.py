@@ -153,3 +153,69 @@ def test_the_published_gemma_4_e2b_checkpoint_maps_onto_ours(model_type):
         mine = name.replace(save, "model.language_model.", 1) if name.startswith(save) else name
         assert tuple(tensor.shape) == published[mine] == theirs[name], (name, tuple(tensor.shape), published[mine],
                                                                          theirs.get(name))
+
+
+def _shapes(folder: str, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    """{name without `prefix`: shape} of a fixture's weight_shapes.tsv rows whose name starts with `prefix`."""
+    rows = [line.split("\t") for line in (FIXTURES / folder / "weight_shapes.tsv").read_text().splitlines()[1:]]
+    return {name[len(prefix):]: tuple(int(d) for d in shape.split("×")) if shape else ()
+            for name, shape, _ in rows if name.startswith(prefix)}
+
+
+def _qwen3_5_config(lm: dict, visual: dict):
+    """A Qwen3_5Config with the numbers Qwen/Qwen3.5-0.8B's published shapes fix (no config.json could be found
+    offline). The DeltaNet shapes fix only the product of key heads and key head size (2,048): it is split as the
+    value heads are (16 x 128); the tower's head count (no shape shows it) is hidden / 64."""
+    from transformers import Qwen3_5Config
+
+    count = 1 + max(int(n.split(".")[1]) for n in lm if n.startswith("layers."))
+    kinds = ["linear_attention" if f"layers.{i}.linear_attn.A_log" in lm else "full_attention" for i in range(count)]
+    full, linear = kinds.index("full_attention"), kinds.index("linear_attention")
+    head_dim = lm[f"layers.{full}.self_attn.q_norm.weight"][0]
+    value_heads, value_dim = lm[f"layers.{linear}.linear_attn.A_log"][0], lm[f"layers.{linear}.linear_attn.norm.weight"][0]
+    qkv = lm[f"layers.{linear}.linear_attn.in_proj_qkv.weight"][0]
+    key_product = (qkv - value_heads * value_dim) // 2
+    vocab, hidden = lm["embed_tokens.weight"]
+    text = dict(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=count, layer_types=kinds, head_dim=head_dim,
+        intermediate_size=lm["layers.0.mlp.gate_proj.weight"][0],
+        num_attention_heads=lm[f"layers.{full}.self_attn.q_proj.weight"][0] // (2 * head_dim),  # queries and gates
+        num_key_value_heads=lm[f"layers.{full}.self_attn.k_proj.weight"][0] // head_dim,
+        linear_num_value_heads=value_heads, linear_value_head_dim=value_dim,
+        linear_num_key_heads=key_product // value_dim, linear_key_head_dim=value_dim,
+        linear_conv_kernel_dim=lm[f"layers.{linear}.linear_attn.conv1d.weight"][-1], tie_word_embeddings=True)
+    width = visual["patch_embed.proj.weight"][0]
+    vision = dict(
+        depth=1 + max(int(n.split(".")[1]) for n in visual if n.startswith("blocks.")), hidden_size=width,
+        num_heads=width // 64, intermediate_size=visual["blocks.0.mlp.linear_fc1.weight"][0],
+        patch_size=visual["patch_embed.proj.weight"][-1], temporal_patch_size=visual["patch_embed.proj.weight"][2],
+        spatial_merge_size=int((visual["merger.linear_fc1.weight"][1] // width) ** 0.5),
+        out_hidden_size=visual["merger.linear_fc2.weight"][0], num_position_embeddings=visual["pos_embed.weight"][0])
+    return Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=True)
+
+
+def test_the_published_qwen3_5_0_8b_checkpoint_maps_onto_ours():
+    """Qwen/Qwen3.5-0.8B's single-file checkpoint (all 488 tensors with shapes; fixtures README) through the qwen3_5
+    vision family: every name matches a prefix (the multi-token-prediction head is skipped), the LM and tower
+    tensors are exactly what the loader reads, and every one has the published shape and transformers'."""
+    published = _shapes("qwen3.5-0.8b")
+    assert len(published) == 488
+    config = _qwen3_5_config(_shapes("qwen3.5-0.8b", "model.language_model."), _shapes("qwen3.5-0.8b", "model.visual."))
+    assert (config.text_config.num_hidden_layers, config.text_config.layer_types.count("full_attention")) == (24, 6)
+    family = family_for("qwen3_5")
+    with torch.device("meta"):
+        ours = family.adapter(config, family, None, None, "Qwen3.5-0.8B")
+        reference = family.reference()(config)
+    prefixes = tuple(prefix for prefix, _ in family.weights.prefixes)
+    assert all(name.startswith(prefixes) for name in published)
+    visual, text, head = split_checkpoint(family.weights, dict.fromkeys(published, True))
+    read = {n for _, sources in _sources(ours) for n in sources}
+    assert read == set(text) and head is None, (sorted(read ^ set(text))[:5], head)
+    assert set(visual) == set(ours.visual.state_dict()), sorted(set(visual) ^ set(ours.visual.state_dict()))[:5]
+    theirs = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
+    checked = 0
+    for name, tensor in hf_state_dict(ours).items():
+        assert tuple(tensor.shape) == published[name] == theirs[name], (name, tuple(tensor.shape), published[name],
+                                                                        theirs.get(name))
+        checked += 1
+    assert checked == 488 - 15  # all but the multi-token-prediction head
