@@ -277,4 +277,14 @@ FAMILY = FamilySpec(
     name="gemma4", model_types=("gemma4_text",), config_class="Gemma4TextConfig", reference_class="Gemma4ForCausalLM",
     adapter=Gemma4Model, decoder=decoder, inputs=TextInputs(stop_tokens=("<turn|>", "<eos>")), weights=WEIGHTS,
     tiny=_TINY,
+    shapes={
+        # google/gemma-4-E2B-it's language model as its published tensor shapes give it (35 layers, a global one in
+        # five, the last 20 sharing KV; tests/fixtures/checkpoints/gemma-4-e2b-it); window and RoPE: transformers'
+        # defaults (no config.json could be found offline)
+        "gemma4-e2b": dict(vocab_size=262144, hidden_size=1536, intermediate_size=6144, num_hidden_layers=35,
+                           num_attention_heads=8, num_key_value_heads=1, head_dim=256, global_head_dim=512,
+                           num_kv_shared_layers=20, use_double_wide_mlp=True, hidden_size_per_layer_input=256,
+                           vocab_size_per_layer_input=262144, max_position_embeddings=131072,
+                           layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 7),
+    },
 )

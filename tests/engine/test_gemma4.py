@@ -177,3 +177,24 @@ def test_configs_it_cannot_run_are_refused_with_the_reason(change, message):
     config = family.config(**{**family.tiny, "vocab_size": 448, **change})
     with pytest.raises(DossierError, match=message), torch.device("meta"):
         family.adapter(config, family, None)
+
+
+def test_the_e2b_shape_keeps_kv_in_fifteen_layers_and_each_pool_has_its_heads():
+    """At Gemma 4 E2B's shape (35 layers, the last 20 reading earlier layers' KV) only 15 layers keep KV: 12 local in
+    the window pool (1 head of 256), 3 global in the main pool (1 head of 512); the default CPU budget's split."""
+    from engine.core.kv_budget import split_for_window
+    from models.registry import shape as registry_shape
+
+    family, config = registry_shape("gemma4-e2b")
+    with torch.device("meta"):
+        shape = family.adapter(config, family, None).shape
+    assert len(shape.kv_layers) == 15 and len(shape.window_layers) == 12 and len(shape.full_layers) == 3
+    assert shape.window_kv_shape == (1, 256) and (shape.num_kv_heads, shape.head_dim) == (1, 512)
+    engine_config = EngineConfig(block_size=16)
+    assert bytes_per_block(shape, engine_config, torch.bfloat16) == 2 * 3 * 16 * 512 * 2
+    assert window_bytes_per_block(shape, engine_config, torch.bfloat16) == 2 * 12 * 16 * 256 * 2
+    uniform = 2**30 // (2 * 35 * 16 * 512 * 2)  # blocks per GiB of one 512-wide pool for all 35 layers
+    full, _ = split_for_window(shape, engine_config, torch.bfloat16, 2 * 2**30)
+    assert full > 6 * 2 * uniform  # 206,160 tokens of context against 29,959
+    full, _ = split_for_window(shape, engine_config, torch.bfloat16, 40 * 2**30)
+    assert full > 11 * 40 * uniform  # 6,847,136 against 599,186
