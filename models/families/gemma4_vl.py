@@ -99,10 +99,6 @@ class Gemma4VisionAdapter(VisionLanguageAdapter, gemma4.Gemma4Model):
         return self.run_layers(x, ids, batch.positions, attention)
 
 
-def decoder(config):
-    return gemma4.decoder(config)
-
-
 def _tower():
     from transformers.models.gemma4.modeling_gemma4 import Gemma4VisionModel
 
@@ -111,7 +107,7 @@ def _tower():
 
 FAMILY = FamilySpec(
     name="gemma4-vl", model_types=("gemma4",), config_class="Gemma4Config",
-    reference_class="Gemma4ForConditionalGeneration", adapter=Gemma4VisionAdapter, decoder=decoder, inputs=INPUTS,
+    reference_class="Gemma4ForConditionalGeneration", adapter=Gemma4VisionAdapter, decoder=gemma4.decoder, inputs=INPUTS,
     weights=WEIGHTS, vision_tower=_tower, build_tower=Gemma4Tower, bidirectional_images=True,
     # the text family's tiny switches (two head shapes, KV sharing, per-layer inputs, an 8-token window), its images'
     # bidirectional rule; a 2-layer tower of 4-pixel patches pooled 3 x 3, 70 tokens at most per image

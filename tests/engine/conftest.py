@@ -118,3 +118,60 @@ def native_bf16() -> bool:
 
 NO_BF16 = pytest.mark.skipif(not native_bf16(), reason="this CPU has no native bf16 (avx512_bf16/AMX): bf16 "
                                                         "would be emulated, and the engine does not run it there")
+
+
+# ours may be at most this much farther from float32 than transformers' own bf16 model (see bf16_session_check)
+BF16_MEAN_VS_HF = 1.25
+
+
+def bf16_session_check(engine, fresh, hf) -> None:
+    """Three bf16 turns of one session, each continued from what the engine kept (only the new tokens prefilled):
+    each turn's greedy tokens equal `fresh` (an engine without prefix caching) prefilling the whole history, and
+    every sampled logits row is as close to transformers' float32 model as transformers' own bf16 model is.
+
+    transformers' bf16 model is the yardstick, not the reference: its rounding is the larger. Measured on Qwen3.5
+    (AMD EPYC with avx512_bf16, 2026-12-06; 3 turns, 24 rows): mean |Δlogit| to the float32 full forward 0.096
+    ours, 0.104 transformers' bf16 full forward, whose bf16 `generate` took another token in turn 3 (a float32
+    top-2 gap of 0.05) and drifted by up to 9.5 from there."""
+    import copy
+
+    from engine import SamplingParams
+    from tests.vlm.reference import LogitSpy
+
+    assert engine.adapter.dtype == torch.bfloat16
+    spy = LogitSpy(engine)
+    session, rows = engine.open_session(), []
+    for turn in range(3):
+        session.append(random_prompt(9 + 4 * turn, seed=300 + turn))
+        history = session.token_ids
+        rows += [len(history) - 1 + j for j in range(8)]
+        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
+        if turn:
+            assert reply.counters.tokens_cached == reply.history_tokens - 1, "the history was recomputed"
+        alone = fresh.open_session()
+        alone.append(history)
+        assert reply.output_token_ids == alone.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids
+        alone.close()
+    ours = torch.stack(spy.rows[session.seq.seq_id]).float()
+    with torch.inference_mode():
+        tokens = torch.tensor([session.token_ids])
+        float32 = hf(tokens).logits[0, rows].float()
+        hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)(tokens).logits[0, rows].float()
+    ours_error, hf_error = (ours - float32).abs().mean(), (hf_bf16 - float32).abs().mean()
+    assert ours_error <= BF16_MEAN_VS_HF * hf_error, f"mean |Δ| to float32: ours {ours_error:.4f}, HF bf16 {hf_error:.4f}"
+
+
+def outputs_at_chunk_sizes(engine_for, folder, prompt: list[int], chunks=(64, 7), check=None) -> list[list[int]]:
+    """Greedy tokens of one prompt in the deterministic mode at each prefill chunk size (one thread); `check(engine,
+    session)` runs after each."""
+    from engine import SamplingParams
+
+    outputs = []
+    for chunk in chunks:
+        engine = engine_for(folder, deterministic=True, max_num_batched_tokens=chunk, cpu_threads=1)
+        session = engine.open_session()
+        session.append(prompt)
+        outputs.append(session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids)
+        if check is not None:
+            check(engine, session)
+    return outputs

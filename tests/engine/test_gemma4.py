@@ -6,22 +6,20 @@ reads the last of theirs with an MLP twice as wide; 8-channel per-layer inputs; 
 and layer scalars are drawn away from 1, so a norm or scalar that is not applied changes the answer.
 """
 
-import copy
-
 import pytest
 import torch
 
 from engine import Engine, EngineConfig, SamplingParams
 from engine.core.kv_budget import bytes_per_block, window_bytes_per_block
 from models.registry import family_named
-from tests.engine.conftest import NO_BF16, build_model, hf_greedy, random_prompt
+from tests.engine.conftest import (NO_BF16, bf16_session_check, build_model, hf_greedy, outputs_at_chunk_sizes,
+                                   random_prompt)
 from tests.vlm.reference import LogitSpy
 from tools.errors import DossierError
 
 BLOCK, WINDOW = 4, 8
 MOST_HELD = WINDOW // BLOCK + 2  # the window's blocks, the block the next token starts, a partial one
 TOLERANCE = 1e-4  # max |Δlogit| in float32, as tests/engine/test_families.py
-BF16_MEAN_VS_HF = 1.25  # ours at most this much farther from float32 than transformers' own bf16 model
 
 
 @pytest.fixture(scope="module")
@@ -115,40 +113,17 @@ def test_eight_sessions_share_one_system_prompt(gemma4):
 def test_the_deterministic_mode_gives_hf_tokens_at_any_chunk_size(gemma4):
     folder, hf = gemma4
     prompt = random_prompt(60, seed=5)
-    outputs = []
-    for chunk in (64, 7):
-        engine = engine_for(folder, deterministic=True, max_num_batched_tokens=chunk, cpu_threads=1)
-        session = engine.open_session()
-        session.append(prompt)
-        outputs.append(session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids)
+    outputs = outputs_at_chunk_sizes(engine_for, folder, prompt)
     assert outputs[0] == outputs[1] == hf_greedy(hf, prompt, 8, None)
 
 
 @NO_BF16
 @pytest.mark.parametrize("backend", ["sdpa", "numba"])
 def test_bf16_is_as_close_to_float32_as_hf_bf16(gemma4, backend):
-    """Three bf16 turns continued from the cache: greedy tokens equal a fresh engine on the whole history, and every
-    sampled logits row is as close to transformers' float32 model as transformers' own bf16 model is."""
+    """Three bf16 turns continued from the cache (tests/engine/conftest.bf16_session_check)."""
     folder, hf = gemma4
     config = dict(dtype="bfloat16", attention_backend=backend, max_num_batched_tokens=16)
-    engine, fresh = engine_for(folder, **config), engine_for(folder, enable_prefix_caching=False, **config)
-    spy = LogitSpy(engine)
-    session, rows = engine.open_session(), []
-    for turn in range(3):
-        session.append(random_prompt(9 + 4 * turn, seed=300 + turn))
-        history = session.token_ids
-        rows += [len(history) - 1 + j for j in range(8)]
-        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
-        alone = fresh.open_session()
-        alone.append(history)
-        assert reply.output_token_ids == alone.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids
-    ours = torch.stack(spy.rows[session.seq.seq_id]).float()
-    with torch.inference_mode():
-        tokens = torch.tensor([session.token_ids])
-        float32 = hf(tokens).logits[0, rows].float()
-        hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)(tokens).logits[0, rows].float()
-    ours_error, hf_error = (ours - float32).abs().mean(), (hf_bf16 - float32).abs().mean()
-    assert ours_error <= BF16_MEAN_VS_HF * hf_error, f"mean |Δ| to float32: ours {ours_error:.4f}, HF bf16 {hf_error:.4f}"
+    bf16_session_check(engine_for(folder, **config), engine_for(folder, enable_prefix_caching=False, **config), hf)
 
 
 def test_a_checkpoint_without_a_tensor_is_refused_by_name(gemma4, tmp_path):

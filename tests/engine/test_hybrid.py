@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine import Engine, EngineConfig, SamplingParams
-from tests.engine.conftest import NO_BF16, build_model, hf_greedy, random_prompt
+from tests.engine.conftest import NO_BF16, bf16_session_check, build_model, hf_greedy, random_prompt
 from tools.errors import DossierError
 
 
@@ -161,47 +161,15 @@ def test_every_tensor_of_a_full_size_model_maps_onto_ours(family, config_kwargs)
     assert head is not None and head.shape == (config.text_config.vocab_size, config.text_config.hidden_size)
 
 
-# bf16 against transformers: our bf16 Qwen3.5 is compared with float32, not with transformers' bf16 model, whose
-# own rounding is larger. Measured (AMD EPYC with avx512_bf16, 2026-12-06; 3 turns, 24 sampled rows): mean
-# |Δlogit| to the float32 full forward 0.096 ours, 0.104 transformers' bf16 full forward; its bf16 `generate`
-# took another token in turn 3 (a float32 top-2 gap of 0.05) and drifted by up to 9.5 from there.
-BF16_MEAN_VS_HF = 1.25  # ours may be at most this much farther from float32 than transformers' own bf16 model
-
-
 @NO_BF16
 @pytest.mark.parametrize("backend", ["sdpa", "numba"])
 def test_a_bf16_session_kept_between_turns_equals_a_recompute_and_is_as_close_to_float32_as_hf_bf16(hybrid, backend):
-    """Issue 49's bf16 parity for the hybrid family: each of 3 turns continues from the kept state and KV (only
-    the new tokens prefilled), its greedy tokens equal a fresh engine prefilling the whole history, and every
-    sampled logits row is as close to transformers' float32 model as transformers' own bf16 model is."""
-    import copy
-
-    from tests.vlm.reference import LogitSpy
-
+    """Issue 49's bf16 parity for the hybrid family (tests/engine/conftest.bf16_session_check): each of 3 turns
+    continues from the kept state and KV, its greedy tokens equal a fresh engine prefilling the whole history, and
+    every sampled logits row is as close to transformers' float32 model as transformers' own bf16 model is."""
     folder, hf = hybrid
     config = dict(dtype="bfloat16", attention_backend=backend, max_num_batched_tokens=16, num_kv_blocks=256)
-    engine, fresh = _engine(folder, **config), _engine(folder, enable_prefix_caching=False, **config)
-    assert engine.adapter.dtype == torch.bfloat16
-    spy = LogitSpy(engine)
-    session, rows = engine.open_session(), []
-    for turn in range(3):
-        session.append(random_prompt(9 + 4 * turn, seed=300 + turn))
-        history = session.token_ids
-        rows += [len(history) - 1 + j for j in range(8)]
-        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
-        if turn:
-            assert reply.counters.tokens_cached == reply.history_tokens - 1, "history was recomputed"
-        alone = fresh.open_session()
-        alone.append(history)
-        assert reply.output_token_ids == alone.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids
-        alone.close()
-    ours = torch.stack(spy.rows[session.seq.seq_id]).float()
-    with torch.inference_mode():
-        tokens = torch.tensor([session.token_ids])
-        float32 = hf(tokens).logits[0, rows].float()
-        hf_bf16 = copy.deepcopy(hf).to(torch.bfloat16)(tokens).logits[0, rows].float()
-    ours_error, hf_error = (ours - float32).abs().mean(), (hf_bf16 - float32).abs().mean()
-    assert ours_error <= BF16_MEAN_VS_HF * hf_error, f"mean |Δ| to float32: ours {ours_error:.4f}, HF bf16 {hf_error:.4f}"
+    bf16_session_check(_engine(folder, **config), _engine(folder, enable_prefix_caching=False, **config), hf)
 
 
 def test_a_text_only_checkpoint_under_the_published_prefix_loads_and_skips_what_it_does_not_use(hybrid, tmp_path):

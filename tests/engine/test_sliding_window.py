@@ -12,7 +12,7 @@ import torch
 from engine import Engine, EngineConfig, SamplingParams
 from engine.core.kv_budget import split_for_window, window_blocks_needed
 from models.registry import shape as registry_shape
-from tests.engine.conftest import build_model, hf_greedy, random_prompt
+from tests.engine.conftest import build_model, hf_greedy, outputs_at_chunk_sizes, random_prompt
 from tools.errors import DossierError
 
 WINDOW, BLOCK = 8, 4  # gemma3's tiny sliding_window; the block size of these tests
@@ -128,13 +128,11 @@ def test_a_small_window_pool_preempts_and_recomputes_exactly(gemma):
 def test_the_deterministic_mode_reads_the_window_pool(gemma):
     folder, hf = gemma
     prompt = random_prompt(60, seed=5)
-    outputs = []
-    for chunk in (64, 7):
-        engine = engine_for(folder, deterministic=True, max_num_batched_tokens=chunk, cpu_threads=1)
-        session = engine.open_session()
-        session.append(prompt)
-        outputs.append(session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True)).output_token_ids)
+
+    def holds_its_window(engine, session):
         assert window_stats(engine)["held_by_session"][session.session_id] <= MOST_HELD
+
+    outputs = outputs_at_chunk_sizes(engine_for, folder, prompt, check=holds_its_window)
     assert outputs[0] == outputs[1] == hf_greedy(hf, prompt, 8, None)
 
 

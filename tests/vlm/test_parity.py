@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from engine import Engine, EngineConfig, SamplingParams
-from tests.engine.conftest import NO_BF16
-from tests.engine.test_hybrid import BF16_MEAN_VS_HF
+from tests.engine.conftest import BF16_MEAN_VS_HF, NO_BF16
 from tests.vlm.conftest import make_image
 from tests.vlm.reference import LogitSpy, hf_greedy, hf_inputs, hf_logits
 
