@@ -1,6 +1,8 @@
 """Commands that need no model never import torch (about a second of a cold start on the project's CPUs), and
 one `dossier search` on the CPU imports neither numba nor bm25s (their imports and numba's cached kernel were
-0.3-0.5 s of a 0.8 s cold query on an AMD EPYC; numpy scores one query in far less, with the same bits)."""
+0.3-0.5 s of a 0.8 s cold query on an AMD EPYC; numpy scores one query in far less, with the same bits), nor the
+other commands (engine/cli/main.py builds only the named command's module: the run command's options import
+every agent's settings, and Typer converts each command it holds)."""
 
 import subprocess
 import sys
@@ -13,7 +15,8 @@ from engine.datasets.formats import write_jsonl
 from tests.agents.scripted import build_corpus, questions, search_then_answer
 
 WATCH = ("import atexit, sys; atexit.register(lambda: print('TORCH_LOADED', 'torch' in sys.modules, "
-         "'NUMBA_LOADED', 'numba' in sys.modules, 'BM25S_LOADED', 'bm25s' in sys.modules, file=sys.stderr)); "
+         "'NUMBA_LOADED', 'numba' in sys.modules, 'BM25S_LOADED', 'bm25s' in sys.modules, "
+         "'SETTINGS_LOADED', 'engine.agents.settings' in sys.modules, file=sys.stderr)); "
          "from engine.cli.main import main; sys.argv = ['dossier'] + sys.argv[1:]; main()")
 
 
@@ -26,7 +29,7 @@ def test_dossier_search_and_eval_do_not_import_torch(tmp_path):
     search = _dossier("search", "--corpus", str(corpus), "revenue 2019")
     assert search.returncode == 0, search.stderr
     assert "report" in search.stdout
-    assert "TORCH_LOADED False NUMBA_LOADED False BM25S_LOADED False" in search.stderr
+    assert "TORCH_LOADED False NUMBA_LOADED False BM25S_LOADED False SETTINGS_LOADED False" in search.stderr
     run = tmp_path / "run"
     RolloutRunner(ScriptedBackend(search_then_answer), AgentSettings(), AgentEnv(corpus), run).run(questions(3))
     write_jsonl(tmp_path / "questions.jsonl", [q.to_json() for q in questions(3)])
@@ -37,3 +40,27 @@ def test_dossier_search_and_eval_do_not_import_torch(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr
     assert '"accuracy"' in evaluated.stdout
     assert "TORCH_LOADED False" in evaluated.stderr
+
+
+def test_the_command_table_names_what_each_module_registers():
+    """engine/cli/main.COMMANDS (which module a command's name builds) equals what each module's `register` adds, and
+    a command built alone has the same options and help as in the whole CLI."""
+    import importlib
+
+    import typer
+    from typer.main import get_command
+
+    from engine.cli import main
+
+    for module in main.MODULES:
+        app = typer.Typer()
+        importlib.import_module(f"engine.cli.{module}").register(app)
+        names = {info.name for info in app.registered_commands} | {info.name for info in app.registered_groups}
+        assert names == {name for name, owner in main.COMMANDS.items() if owner == module}, module
+    whole = get_command(main.build_app())
+    assert set(whole.commands) == set(main.COMMANDS)
+    for name in ("search", "run", "eval"):
+        alone = get_command(main.build_app(name))
+        assert set(alone.commands) == {n for n, owner in main.COMMANDS.items() if owner == main.COMMANDS[name]}
+        assert [p.name for p in alone.commands[name].params] == [p.name for p in whole.commands[name].params]
+        assert alone.commands[name].help == whole.commands[name].help

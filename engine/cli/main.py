@@ -9,30 +9,24 @@ import sys
 
 import typer
 
-from engine.cli import bench as bench_cli
-from engine.cli import chat as chat_cli
-from engine.cli import corpus as corpus_cli
-from engine.cli import data as data_cli
-from engine.cli import eval as eval_cli
-from engine.cli import info as info_cli
-from engine.cli import run as run_cli
-from engine.cli import search as search_cli
-from engine.cli import serve as serve_cli
-from engine.cli import studio as studio_cli
-from engine.cli import tools as tools_cli
-from engine.cli import train as train_cli
 from engine.cli.options import resumable
 
-app = typer.Typer(
-    name="dossier",
-    help="Document agents over PDF collections, offline, on open-weight models.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+# Each command group lives in its own module with a `register(app)` function; in this order on `--help`.
+MODULES = ("corpus", "search", "data", "run", "eval", "tools", "chat", "serve", "bench", "info", "studio", "train")
+# The top-level commands and groups each module registers (tests/test_cli_startup.py checks the table against what
+# `register` adds): `dossier search ...` builds only its own module's commands. Building all of them costs a short
+# command about half its run (the run command's options import every agent's settings; Typer converts each command).
+COMMANDS = {"ingest": "corpus", "corpus": "corpus", "index": "search", "search": "search", "retrieval-eval": "search",
+            "import": "data", "sample": "data", "run": "run", "eval": "eval", "tools": "tools", "chat": "chat",
+            "serve": "serve", "bench": "bench", "version": "info", "studio": "studio", "train": "train",
+            "trajectories": "train"}
+
+# Commands whose finished work survives Ctrl-C, so the interrupt says how to resume: run (committed
+# episodes), ingest (stored documents), index (--late's encoded pages), trajectories mine (mined episodes),
+# eval score (the judge cache). Not serve, chat or studio: Ctrl-C is how one stops them.
+RESUMABLE = ("run", "ingest", "index", "trajectories mine", "eval score")
 
 
-@app.callback()
 def _root() -> None:
     """Document agents over PDF collections, offline, on open-weight models.
 
@@ -41,15 +35,23 @@ def _root() -> None:
     """
 
 
-# Each command group lives in its own module with a `register(app)` function.
-for _module in (corpus_cli, search_cli, data_cli, run_cli, eval_cli, tools_cli, chat_cli, serve_cli, bench_cli, info_cli,
-                studio_cli, train_cli):
-    _module.register(app)
+def build_app(command: str | None = None) -> typer.Typer:
+    """The CLI: every command, or only the module of `command` (a top-level command's name) when it names one."""
+    import importlib
 
-# Commands whose finished work survives Ctrl-C, so the interrupt says how to resume: run (committed
-# episodes), ingest (stored documents), index (--late's encoded pages), trajectories mine (mined episodes),
-# eval score (the judge cache). Not serve, chat or studio: Ctrl-C is how one stops them.
-RESUMABLE = ("run", "ingest", "index", "trajectories mine", "eval score")
+    app = typer.Typer(
+        name="dossier",
+        help="Document agents over PDF collections, offline, on open-weight models.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    modules = (COMMANDS[command],) if command in COMMANDS else MODULES
+    for name in modules:
+        importlib.import_module(f"engine.cli.{name}").register(app)
+    _mark_resumable(app, tuple(path for path in RESUMABLE if COMMANDS[path.split()[0]] in modules))
+    return app
 
 
 def _mark_resumable(root: typer.Typer, paths: tuple[str, ...]) -> None:
@@ -65,7 +67,12 @@ def _mark_resumable(root: typer.Typer, paths: tuple[str, ...]) -> None:
         command.callback = resumable(command.callback)
 
 
-_mark_resumable(app, RESUMABLE)
+def __getattr__(name: str):
+    """`app`: the whole CLI, built on first use (tests and `python -m engine.cli.main` use it; `main` builds less)."""
+    if name == "app":
+        globals()["app"] = build_app()
+        return globals()["app"]
+    raise AttributeError(name)
 
 
 def main() -> None:
@@ -76,7 +83,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bars
     try:
-        app()
+        build_app(sys.argv[1] if len(sys.argv) > 1 else None)()
     except (DossierError, FileNotFoundError, PermissionError) as err:
         if os.environ.get("DOSSIER_DEBUG"):
             raise
