@@ -278,6 +278,14 @@ FAMILY = FamilySpec(
     adapter=Gemma4Model, decoder=decoder, inputs=TextInputs(stop_tokens=("<turn|>", "<eos>")), weights=WEIGHTS,
     tiny=_TINY,
     shapes={
+        # llama-tiny's width with Gemma 4's layer pattern (a global layer in four, the last four sharing KV, two head
+        # shapes, per-layer inputs), for engine benchmarks against transformers' own cache on a CPU
+        "gemma4-tiny": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=8, num_attention_heads=8,
+                            num_key_value_heads=2, head_dim=32, global_head_dim=64, num_global_key_value_heads=1,
+                            attention_k_eq_v=True, num_kv_shared_layers=4, use_double_wide_mlp=True,
+                            sliding_window=128, hidden_size_per_layer_input=32, vocab_size=4096,
+                            vocab_size_per_layer_input=4096, max_position_embeddings=8192, initializer_range=0.25,
+                            layer_types=(["sliding_attention"] * 3 + ["full_attention"]) * 2),
         # google/gemma-4-E2B-it's language model as its published tensor shapes give it (35 layers, a global one in
         # five, the last 20 sharing KV; tests/fixtures/checkpoints/gemma-4-e2b-it); window and RoPE: transformers'
         # defaults (no config.json could be found offline)
