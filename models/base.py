@@ -34,6 +34,7 @@ __all__ = [
     "ModelShape",
     "MultimodalChunk",
     "MultimodalItem",
+    "SampledRows",
     "Segment",
 ]
 
@@ -61,6 +62,9 @@ class ModelShape:
     bidirectional_images: bool = False
     # only the sliding-window layers apply that rule; the global layers stay causal over images too (Gemma 4)
     bidirectional_window_only: bool = False
+    # layers from this index on feed nothing but the sampled rows' logits (Gemma 4's KV-sharing layers keep no KV):
+    # the engine then hands the forward the sampled rows and an attention over them alone (`ForwardBatch.sampled`)
+    sampled_only_from: int | None = None
 
     @property
     def num_kv_layers(self) -> int:
@@ -116,6 +120,18 @@ class ForwardBatch:
     input_ids: torch.Tensor  # (tokens,) int64
     positions: torch.Tensor  # (tokens,) or (position_dims, tokens) int64
     mm_chunks: list[MultimodalChunk] = field(default_factory=list)
+    # for a model with `ModelShape.sampled_only_from`, when the step samples some rows but not all: those rows and
+    # an attention whose queries are those rows alone (each its sequence's last, over all its keys). The forward
+    # then returns the hidden states of those rows only. None: every row goes through every layer.
+    sampled: "SampledRows | None" = None
+
+
+@dataclass(slots=True)
+class SampledRows:
+    """The rows of a step whose logits are sampled, for the layers that serve nothing else."""
+
+    rows: torch.Tensor  # (sampled,) int64 rows of the batch
+    attention: "AttentionFn"  # paged attention with one query per sampled row
 
 
 class AttentionFn(Protocol):

@@ -33,7 +33,7 @@ from engine.core.kv_budget import (CPU_KV_CACHE_GIB, blocks_from_free_memory, by
                                   window_bytes_per_block)
 from engine.core.scheduler import Chunk
 from engine.core.step_layout import StepLayout, build_layout, pack_to_device
-from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem
+from models.base import ForwardBatch, ModelAdapter, ModelShape, MultimodalItem, SampledRows
 from models.batch_invariant import ROW_TILE, row_tile_for, row_tiles, set_batch_invariant
 from tools.errors import DossierError, missing_dependency
 
@@ -254,6 +254,23 @@ class ModelRunner:
         arrays = {"slot_mapping": window.slot_mapping, **_image_spans(layout), **self.attention.arrays(window)}
         return self.attention.metadata(pack_to_device(arrays, self.device), window)
 
+    def _sampled_rows(self, layout: StepLayout, tensors: dict[str, torch.Tensor]) -> SampledRows | None:
+        """For a model whose last layers serve only the sampled rows (`ModelShape.sampled_only_from`), in a step that
+        does not sample every row: those rows and an attention over them alone (`ForwardBatch.sampled`)."""
+        if self.adapter.shape.sampled_only_from is None or layout.samples_every_row:
+            return None
+        if not len(layout.sample_rows):  # nothing sampled: those layers have nothing to compute
+            return SampledRows(tensors["sample_rows"], None)
+        sub = _sampled_layout(layout)
+        if sub is None:
+            return None
+        arrays = {"slot_mapping": sub.slot_mapping, **self.attention.arrays(sub)}
+        attention = PagedAttention(self.k_layers, self.v_layers,
+                                   self.attention.metadata(pack_to_device(arrays, self.device), sub), self.attention)
+        if sub.window_block_tables is not None:
+            attention.use_for(self.adapter.shape.window_layers, self._window_metadata(sub))
+        return SampledRows(tensors["sample_rows"], attention)
+
     def forward_layout(self, layout: StepLayout, pending: list[MultimodalItem] = (),
                        states: StepStates | None = None) -> torch.Tensor:
         """The eager step: prepare, the adapter's forward, logits of the sampled rows (float32).
@@ -273,14 +290,33 @@ class ModelRunner:
                                              in enumerate(zip(layout.cu_seqlens_q[:-1], np.diff(layout.cu_seqlens_q),
                                                               starts))])
         attention.recurrent = states
+        batch.sampled = self._sampled_rows(layout, tensors)
         hidden = self.adapter.forward(batch, attention)
         if not len(layout.sample_rows):
             return torch.empty(0, self.adapter.shape.vocab_size)
-        if not layout.samples_every_row:
+        if not layout.samples_every_row and batch.sampled is None:  # (else the forward gave those rows alone)
             hidden = hidden[tensors["sample_rows"]]
         if self.deterministic:
             return row_tiles(hidden, self.adapter.compute_logits, ROW_TILE).float()
         return self.adapter.compute_logits(hidden).float()
+
+
+def _sampled_layout(layout: StepLayout) -> StepLayout | None:
+    """The step as the layers that serve only the sampled rows see it: one query per sampled row, over its whole
+    sequence (its context after the chunk); None when a sampled row is not its chunk's last (it would not see
+    all its sequence's keys)."""
+    rows, cu = layout.sample_rows, layout.cu_seqlens_q
+    seqs = np.searchsorted(cu[1:], rows, side="right")
+    if not np.array_equal(cu[seqs + 1] - 1, rows):
+        return None
+    count, context = len(rows), layout.context_lens[seqs]
+    window = layout.window_block_tables is not None
+    return StepLayout(
+        input_ids=layout.input_ids[rows], positions=layout.positions[..., rows], slot_mapping=layout.slot_mapping[rows],
+        cu_seqlens_q=np.arange(count + 1, dtype=cu.dtype), context_lens=context, block_tables=layout.block_tables[seqs],
+        sample_rows=np.arange(count, dtype=np.int64), max_q_len=1, max_context_len=int(context.max()),
+        window_block_tables=layout.window_block_tables[seqs] if window else None,
+        window_slot_mapping=layout.window_slot_mapping[rows] if window else None)
 
 
 def _image_spans(layout: StepLayout) -> dict[str, np.ndarray]:

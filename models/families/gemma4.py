@@ -28,6 +28,7 @@ import dataclasses
 import torch
 from torch import nn
 
+from models.base import SampledRows
 from models.decoder import DecoderLayer, LayerSpec, RMSNorm, text_decoder
 from models.decoder_model import DecoderModel
 from models.family import FamilySpec
@@ -214,6 +215,8 @@ class Gemma4Model(DecoderModel):
             self.shape, kv_layers=own, num_kv_heads=global_layer.spec.kv_heads, head_dim=global_layer.spec.head_dim,
             window_layers=windowed if self.shape.window_layers else (), window_kv_heads=local.kv_heads,
             window_head_dim=local.head_dim)
+        first_shared = next((i for i, layer in enumerate(self.layers) if layer.producer is not None), None)
+        self.shape = dataclasses.replace(self.shape, sampled_only_from=first_shared)
         if not self.shape.window_layers and windowed:
             raise DossierError(f"{name}: Gemma 4's local and global layers keep KV of different shapes, which needs "
                                "one sliding window for every local layer (the config has several)")
@@ -238,14 +241,25 @@ class Gemma4Model(DecoderModel):
         if batch.mm_chunks:
             raise DossierError(f"{self.name} is a text-only model; it cannot take images")
         x = self.embed(batch.input_ids)
-        return self.run_layers(x, batch.input_ids, batch.positions, attention)
+        return self.run_layers(x, batch.input_ids, batch.positions, attention, batch.sampled)
 
-    def run_layers(self, x: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, attention) -> torch.Tensor:
-        """The layers and final norm over embeddings x (tokens, hidden); `ids` index the per-layer input table."""
+    def run_layers(self, x: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, attention,
+                   sampled: SampledRows | None = None) -> torch.Tensor:
+        """The layers and final norm over embeddings x (tokens, hidden); `ids` index the per-layer input table.
+
+        `sampled`: the KV-sharing layers, which keep no KV, run on those rows alone (their output reaches nothing
+        else), as transformers computes them for the kept logits only; the result is then those rows'."""
         per_layer = None if self.per_layer is None else self.per_layer(ids, x)
         tables = self.rotary.cos_sin(positions, x.dtype)
         shared: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for i, layer in enumerate(self.layers):
+            if sampled is not None and i == self.shape.sampled_only_from:
+                if not len(sampled.rows):
+                    return x[:0]
+                x, attention, rows = x[sampled.rows], sampled.attention, sampled.rows
+                tables = {kind: (cos[rows], sin[rows]) for kind, (cos, sin) in tables.items()}
+                per_layer = None if per_layer is None else per_layer[rows]
+                shared = {j: (k[rows], v[rows]) for j, (k, v) in shared.items()}
             x = layer(x, tables[layer.variant], self.rotary, attention, None if per_layer is None else per_layer[:, i],
                       shared)
         return self.norm(x)

@@ -96,7 +96,7 @@ class Gemma4VisionAdapter(VisionLanguageAdapter, gemma4.Gemma4Model):
             embeds = torch.cat([c.encoded.embeds[c.start : c.stop] for c in batch.mm_chunks])
             x = x.index_copy(0, rows, embeds.to(x.dtype))  # image embeddings over their placeholders
             ids = ids.index_fill(0, rows, self.pad_token_id)  # the per-layer table reads the pad row at images
-        return self.run_layers(x, ids, batch.positions, attention)
+        return self.run_layers(x, ids, batch.positions, attention, batch.sampled)
 
 
 def _tower():

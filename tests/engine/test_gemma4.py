@@ -173,3 +173,25 @@ def test_the_e2b_shape_keeps_kv_in_fifteen_layers_and_each_pool_has_its_heads():
     assert full > 6 * 2 * uniform  # 206,160 tokens of context against 29,959
     full, _ = split_for_window(shape, engine_config, torch.bfloat16, 40 * 2**30)
     assert full > 11 * 40 * uniform  # 6,847,136 against 599,186
+
+
+def test_kv_sharing_layers_run_only_on_the_sampled_rows(gemma4):
+    """Layers 4 and 5 keep no KV and feed only the logits, so a prefill runs them on the rows it samples (none in
+    a chunk that does not end its prompt), as transformers does for the kept logits; tokens still equal HF's."""
+    folder, hf = gemma4
+    engine = engine_for(folder, max_num_batched_tokens=16)
+    assert engine.adapter.shape.sampled_only_from == 4
+    rows = {i: [] for i in range(6)}
+    for i, layer in enumerate(engine.adapter.layers):
+        layer.register_forward_hook(lambda module, args, out, i=i: rows[i].append(out.shape[0]))
+    sessions = [engine.open_session() for _ in range(2)]
+    prompts = [random_prompt(41, seed=11), random_prompt(9, seed=12)]
+    requests = []
+    for session, prompt in zip(sessions, prompts):
+        session.append(prompt)
+        requests.append(engine.submit(session, SamplingParams(max_new_tokens=3, ignore_eos=True)))
+    engine.run_until_idle()
+    for request, prompt in zip(requests, prompts):
+        assert request.output_token_ids == hf_greedy(hf, prompt, 3, None)
+    assert sum(rows[3]) == 41 + 9 + 2 * 2  # every prompt row, then one row a decode step
+    assert sum(rows[4]) == sum(rows[5]) == 2 + 2 * 2  # one sampled row a prompt, one a decode step
