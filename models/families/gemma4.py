@@ -10,7 +10,8 @@ changes the rest:
 - global layers use "proportional" RoPE: the whole 512-channel head is rotated by a table whose last
   (1 - partial_rotary_factor) frequencies are zero (transformers computes the table; ours reads it);
 - a softmax scale of 1 (q and k are RMS-normalised per head), and v is RMS-normalised too, without a weight;
-- `attention_k_eq_v`: a global layer has no v_proj (local layers keep theirs); its values are its keys before k's norm and rotation;
+- `attention_k_eq_v`: a global layer has no v_proj (local layers keep theirs); its values are its keys before k's
+  norm and rotation;
 - KV sharing: the last `num_kv_shared_layers` layers compute only queries and attend over the KV of the last
   earlier layer of their kind (that layer's cache, read without a write: they keep no KV of their own), and
   with `use_double_wide_mlp` their MLP is twice as wide;
@@ -153,10 +154,12 @@ class Gemma4Layer(DecoderLayer):
         """(our parameter, the HF tensors concatenated into it): the attention, per-layer input and scalar."""
         kinds = "q" if self.producer is not None else "qk" if self.k_eq_v else "qkv"
         attn = [p + f"self_attn.{n}_proj" for n in kinds]
-        out = [(p + "qkv_proj.weight", [n + ".weight" for n in attn]), (p + "o_proj.weight", [p + "self_attn.o_proj.weight"]),
+        out = [(p + "qkv_proj.weight", [n + ".weight" for n in attn]),
+               (p + "o_proj.weight", [p + "self_attn.o_proj.weight"]),
                (p + "q_norm.weight", [p + "self_attn.q_norm.weight"]), (p + "layer_scalar", [p + "layer_scalar"])]
         if self.qkv_proj.bias is not None:
-            out += [(p + "qkv_proj.bias", [n + ".bias" for n in attn]), (p + "o_proj.bias", [p + "self_attn.o_proj.bias"])]
+            out += [(p + "qkv_proj.bias", [n + ".bias" for n in attn]),
+                    (p + "o_proj.bias", [p + "self_attn.o_proj.bias"])]
         if self.k_norm is not None:
             out.append((p + "k_norm.weight", [p + "self_attn.k_norm.weight"]))
         if self.per_layer:
@@ -279,12 +282,14 @@ class Gemma4Model(DecoderModel):
 
 
 # Six layers: two local and two global layers that keep KV, then one KV-sharing layer of each kind (twice as wide an
-# MLP; a global layer's output reaches a later layer's KV, so a wrong mask there shows in the logits); local and global heads of different sizes and counts, keys that are the values on the global layers,
-# 8-channel per-layer inputs (a table of 512 rows, above the tests' vocabulary), a window of 8 under prompts of up to 41, proportional RoPE on a quarter of the global
-# heads, soft-capped logits.
+# MLP; a global layer's output reaches a later layer's KV, so a wrong mask there shows in the logits); local and
+# global heads of different sizes and counts, keys that are the values on the global layers, 8-channel per-layer
+# inputs (a table of 512 rows, above the tests' vocabulary), a window of 8 under prompts of up to 41, proportional
+# RoPE on a quarter of the global heads, soft-capped logits.
 _TINY = dict(head_dim=16, global_head_dim=32, num_key_value_heads=2, num_global_key_value_heads=1,
              attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True, sliding_window=8,
-             num_hidden_layers=6, hidden_size_per_layer_input=8, vocab_size_per_layer_input=512, final_logit_softcapping=3.0, tie_word_embeddings=True,
+             num_hidden_layers=6, hidden_size_per_layer_input=8, vocab_size_per_layer_input=512,
+             final_logit_softcapping=3.0, tie_word_embeddings=True,
              layer_types=["sliding_attention", "full_attention"] * 3)
 
 FAMILY = FamilySpec(

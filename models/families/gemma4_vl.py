@@ -61,7 +61,7 @@ class Gemma4Tower(nn.Module):
         self.embed_vision = Gemma4MultimodalEmbedder(config.vision_config, config.text_config)
 
     def init_buffers(self) -> None:
-        """The tower's rotary frequencies (non-persistent buffers), after the module was materialised with `to_empty`."""
+        """The tower's rotary frequencies (non-persistent buffers), after it was materialised with `to_empty`."""
         from transformers.models.gemma4.modeling_gemma4 import Gemma4VisionRotaryEmbedding
 
         for module in self.modules():
@@ -107,7 +107,8 @@ def _tower():
 
 FAMILY = FamilySpec(
     name="gemma4-vl", model_types=("gemma4",), config_class="Gemma4Config",
-    reference_class="Gemma4ForConditionalGeneration", adapter=Gemma4VisionAdapter, decoder=gemma4.decoder, inputs=INPUTS,
+    reference_class="Gemma4ForConditionalGeneration", adapter=Gemma4VisionAdapter, decoder=gemma4.decoder,
+    inputs=INPUTS,
     weights=WEIGHTS, vision_tower=_tower, build_tower=Gemma4Tower, bidirectional_images=True,
     # the text family's tiny switches (two head shapes, KV sharing, per-layer inputs, an 8-token window), its images'
     # bidirectional rule; a 2-layer tower of 4-pixel patches pooled 3 x 3, 70 tokens at most per image
