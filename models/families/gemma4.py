@@ -20,16 +20,20 @@ changes the rest:
   projection of its vector (its own norm on the result), then scales the residual stream by `layer_scalar`;
 - RMSNorm scales by its weight (not 1 + weight, as Gemma-3's did).
 
-Refused with a message: the MoE models (`enable_moe_block`, 26B-A4B) and bidirectional attention over all
-tokens (`use_bidirectional_attention="all"`, an encoder). Turns end with `<turn|>`.
+The MoE model (26B-A4B, `enable_moe_block`): beside each layer's dense MLP a router picks `top_k_experts` of
+`num_experts` gated MLPs per token; their weighted sum and the dense MLP's output, each with its own norm, add
+up (`Gemma4Router`, `Gemma4Experts`). Refused with a message: bidirectional attention over all tokens
+(`use_bidirectional_attention="all"`, an encoder). Turns end with `<turn|>`.
 """
 
 import dataclasses
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from models.base import SampledRows
+from models.batch_invariant import row_tiles
 from models.decoder import DecoderLayer, LayerSpec, RMSNorm, text_decoder
 from models.decoder_model import DecoderModel
 from models.family import FamilySpec
@@ -69,9 +73,6 @@ class Gemma4Norm(RMSNorm):
 
 
 def _check(text) -> None:
-    if getattr(text, "enable_moe_block", False):
-        raise DossierError("this Gemma 4 config sets enable_moe_block (the 26B-A4B mixture of experts): its expert "
-                           "layers are not supported yet; the dense Gemma 4 models (E2B, E4B, 31B) are")
     if text.num_kv_shared_layers >= text.num_hidden_layers:
         raise DossierError(f"this Gemma 4 config shares KV in all {text.num_hidden_layers} layers "
                            f"(num_kv_shared_layers={text.num_kv_shared_layers}): no layer computes the KV they share")
@@ -98,6 +99,56 @@ def decoder(config):
     )
 
 
+class Gemma4Router(nn.Module):
+    """Gemma 4's expert router (26B-A4B): RMS norm without weight, times a learned scale and hidden ** -0.5, a
+    projection to the experts, softmax in float32, the top k renormalised and times each expert's own scale."""
+
+    _each, _project = DecoderLayer._each, DecoderLayer._project  # row tiles in the batch-invariant mode
+
+    def __init__(self, hidden: int, experts: int, top_k: int, eps: float) -> None:
+        super().__init__()
+        self.norm = Gemma4Norm(hidden, eps, scaled=False)
+        self.proj = nn.Linear(hidden, experts, bias=False)
+        self.scale = nn.Parameter(torch.ones(hidden))
+        self.per_expert_scale = nn.Parameter(torch.ones(experts))
+        self.top_k, self.root = top_k, hidden**-0.5
+        self.row_tile: int | None = None
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weights (tokens, k) float32, expert indices (tokens, k)) for x (tokens, hidden)."""
+        scores = self._project(self.proj, self._each(self.norm, x) * self.scale * self.root)
+        weights, index = torch.topk(torch.softmax(scores, dim=-1, dtype=torch.float32), k=self.top_k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        return weights * self.per_expert_scale[index], index
+
+
+class Gemma4Experts(nn.Module):
+    """The experts' gated MLPs as transformers stores them (gate_up_proj (experts, 2 x width, hidden), down_proj
+    (experts, hidden, width)); each expert runs on the rows routed to it, its output weighted and summed in expert
+    order. In the batch-invariant mode each expert's rows go through in row tiles."""
+
+    def __init__(self, experts: int, hidden: int, width: int, activation) -> None:
+        super().__init__()
+        self.gate_up_proj = nn.Parameter(torch.empty(experts, 2 * width, hidden))
+        self.down_proj = nn.Parameter(torch.empty(experts, hidden, width))
+        self.act = activation
+        self.row_tile: int | None = None
+
+    def _linear(self, rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if self.row_tile is None:
+            return F.linear(rows, weight)
+        return row_tiles(rows, lambda part: F.linear(part, weight), self.row_tile)
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(x)
+        for expert in torch.unique(index).tolist():
+            token, slot = torch.where(index == expert)
+            gate, up = self._linear(x[token], self.gate_up_proj[expert]).chunk(2, dim=-1)
+            routed = self._linear(self.act(gate) * up, self.down_proj[expert]) * weights[token, slot, None]
+            out.index_add_(0, token, routed.to(out.dtype))
+        return out
+
+
 class Gemma4Layer(DecoderLayer):
     """A Gemma 4 decoder layer: DecoderLayer's projections and norms with Gemma 4's attention and per-layer input.
 
@@ -105,7 +156,7 @@ class Gemma4Layer(DecoderLayer):
     """
 
     def __init__(self, spec: LayerSpec, index: int, window: int | None, variant: str | None, *,
-                 producer: int | None, k_eq_v: bool, per_layer: int) -> None:
+                 producer: int | None, k_eq_v: bool, per_layer: int, moe: tuple[int, int, int] | None = None) -> None:
         super().__init__(spec, index, window, variant)
         hidden, heads, kv_heads, head_dim = spec.hidden, spec.heads, spec.kv_heads, spec.head_dim
         self.producer, self.k_eq_v = producer, k_eq_v and producer is None
@@ -122,6 +173,13 @@ class Gemma4Layer(DecoderLayer):
             self.per_layer_projection = nn.Linear(per_layer, hidden, bias=False)
             self.post_per_layer_input_norm = Gemma4Norm(hidden, spec.eps)
         self.layer_scalar = nn.Parameter(torch.ones(1), requires_grad=False)
+        self.router = self.experts = None
+        if moe is not None:  # (experts, top k, expert width): a sparse MLP beside the dense one (26B-A4B)
+            experts, top_k, width = moe
+            self.router = Gemma4Router(spec.hidden, experts, top_k, spec.eps)
+            self.experts = Gemma4Experts(experts, spec.hidden, width, self.act)
+            for name in ("post_feedforward_layernorm_1", "post_feedforward_layernorm_2", "pre_feedforward_layernorm_2"):
+                setattr(self, name, Gemma4Norm(spec.hidden, spec.eps))
 
     def forward(self, x: torch.Tensor, cos_sin, rotary, attention, per_layer_input: torch.Tensor | None = None,
                 shared: dict | None = None) -> torch.Tensor:
@@ -150,8 +208,19 @@ class Gemma4Layer(DecoderLayer):
             x = x + self._each(self.post_per_layer_input_norm, self._project(self.per_layer_projection, gate))
         return x * self.layer_scalar
 
+    def _mlp_block(self, x: torch.Tensor) -> torch.Tensor:
+        """The dense MLP and, with experts, their sum: post-norm(dense) + post-norm(experts(pre-norm(x))), both
+        reading the residual stream x, then the layer's norm on the sum (transformers' order)."""
+        out = self.mlp(self._each(self.mlp_norm, x))
+        if self.experts is not None:
+            weights, index = self.router(x)
+            routed = self.experts(self._each(self.pre_feedforward_layernorm_2, x), weights, index)
+            out = (self._each(self.post_feedforward_layernorm_1, out)
+                   + self._each(self.post_feedforward_layernorm_2, routed))
+        return self._each(self.mlp_out_norm, out)
+
     def hf_sources(self, p: str) -> list[tuple[str, list[str]]]:
-        """(our parameter, the HF tensors concatenated into it): the attention, per-layer input and scalar."""
+        """(our parameter, the HF tensors concatenated into it): the attention, per-layer input, scalar, experts."""
         kinds = "q" if self.producer is not None else "qk" if self.k_eq_v else "qkv"
         attn = [p + f"self_attn.{n}_proj" for n in kinds]
         out = [(p + "qkv_proj.weight", [n + ".weight" for n in attn]),
@@ -165,6 +234,11 @@ class Gemma4Layer(DecoderLayer):
         if self.per_layer:
             out += [(p + f"{n}.weight", [p + f"{n}.weight"])
                     for n in ("per_layer_input_gate", "per_layer_projection", "post_per_layer_input_norm")]
+        if self.experts is not None:  # the same names in both
+            out += [(p + n, [p + n]) for n in (
+                "router.proj.weight", "router.scale", "router.per_expert_scale", "experts.gate_up_proj",
+                "experts.down_proj", "post_feedforward_layernorm_1.weight", "post_feedforward_layernorm_2.weight",
+                "pre_feedforward_layernorm_2.weight")]
         return out
 
     def hf_rows(self, hf_name: str) -> int:
@@ -237,8 +311,9 @@ class Gemma4Model(DecoderModel):
             if text.use_double_wide_mlp:
                 spec = dataclasses.replace(spec, intermediate=2 * spec.intermediate)
         k_eq_v = bool(text.attention_k_eq_v) and text.layer_types[index] != "sliding_attention"  # global layers only
+        moe = (text.num_experts, text.top_k_experts, text.moe_intermediate_size) if text.enable_moe_block else None
         return Gemma4Layer(spec, index, window, variant, producer=producer, k_eq_v=k_eq_v,
-                           per_layer=text.hidden_size_per_layer_input or 0)
+                           per_layer=text.hidden_size_per_layer_input or 0, moe=moe)
 
     def forward(self, batch, attention) -> torch.Tensor:
         if batch.mm_chunks:
@@ -279,6 +354,9 @@ class Gemma4Model(DecoderModel):
         super().random_init(seed)
         for layer in self.layers:
             layer.layer_scalar.fill_(1.0)
+            if layer.router is not None:  # scales of 1, as transformers initialises them
+                layer.router.scale.fill_(1.0)
+                layer.router.per_expert_scale.fill_(1.0)
 
 
 # Six layers: two local and two global layers that keep KV, then one KV-sharing layer of each kind (twice as wide an

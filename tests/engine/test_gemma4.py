@@ -143,7 +143,6 @@ def test_a_checkpoint_without_a_tensor_is_refused_by_name(gemma4, tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32), "enable_moe_block"),
     (dict(num_kv_shared_layers=6), "shares KV in all 6 layers"),
     (dict(use_bidirectional_attention="all"), "encoder"),
 ])
@@ -195,3 +194,58 @@ def test_kv_sharing_layers_run_only_on_the_sampled_rows(gemma4):
         assert request.output_token_ids == hf_greedy(hf, prompt, 3, None)
     assert sum(rows[3]) == 41 + 9 + 2 * 2  # every prompt row, then one row a decode step
     assert sum(rows[4]) == sum(rows[5]) == 2 + 2 * 2  # one sampled row a prompt, one a decode step
+
+
+@pytest.fixture(scope="module")
+def gemma4_moe(tmp_path_factory, tokenizer):
+    """The tiny model with a mixture of experts beside every dense MLP (26B-A4B's layer: 4 experts, 2 a token), its
+    router scales and norms drawn away from 1."""
+    from transformers import Gemma4ForCausalLM
+
+    from tests.engine.conftest import TINY
+
+    family = family_named("gemma4")
+    config = family.config(**{**TINY, "vocab_size": 448, **family.tiny, "enable_moe_block": True, "num_experts": 4,
+                              "top_k_experts": 2, "moe_intermediate_size": 24})
+    torch.manual_seed(5)
+    model = Gemma4ForCausalLM(config).eval()
+    generator = torch.Generator().manual_seed(6)
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if name.endswith(("norm.weight", "_1.weight", "_2.weight", "router.scale", "per_expert_scale")):
+                tensor.copy_(1.0 + 0.3 * torch.randn(tensor.shape, generator=generator))
+    folder = tmp_path_factory.mktemp("tiny-gemma4-moe")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, model
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "numba"])
+def test_the_mixture_of_experts_model_matches_hf_over_cached_turns(gemma4_moe, backend):
+    """Three turns continued from the cache: tokens equal HF generate, logits within 1e-4 of HF's full forward; the
+    experts are really used (each of the 4 gets tokens)."""
+    folder, hf = gemma4_moe
+    engine = engine_for(folder, attention_backend=backend, max_num_batched_tokens=16)
+    assert all(layer.experts is not None for layer in engine.adapter.layers)
+    routed = set()
+    engine.adapter.layers[0].router.register_forward_hook(lambda m, a, out: routed.update(out[1].flatten().tolist()))
+    spy = LogitSpy(engine)
+    session, rows = engine.open_session(), []
+    for turn, length in enumerate((41, 23, 30)):
+        session.append(random_prompt(length, seed=160 + turn))
+        history = session.token_ids
+        rows += [len(history) - 1 + j for j in range(8)]
+        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
+        assert reply.output_token_ids == hf_greedy(hf, history, 8, None), f"turn {turn + 1} diverged from HF"
+    with torch.inference_mode():
+        full = hf(torch.tensor([session.token_ids])).logits[0, rows].float()
+    delta = (torch.stack(spy.rows[session.seq.seq_id]) - full).abs().max()
+    assert delta <= TOLERANCE, f"max |Δlogit| {delta:.3g}"
+    assert routed == {0, 1, 2, 3}
+
+
+def test_the_mixture_of_experts_model_is_batch_invariant(gemma4_moe):
+    folder, hf = gemma4_moe
+    prompt = random_prompt(60, seed=15)
+    outputs = outputs_at_chunk_sizes(engine_for, folder, prompt)
+    assert outputs[0] == outputs[1] == hf_greedy(hf, prompt, 8, None)
