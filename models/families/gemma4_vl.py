@@ -88,14 +88,9 @@ class Gemma4VisionAdapter(VisionLanguageAdapter, gemma4.Gemma4Model):
         self.pad_token_id = self.text_config.pad_token_id
 
     def forward(self, batch, attention) -> torch.Tensor:
-        x = self.embed(batch.input_ids)
-        ids = batch.input_ids
-        if batch.mm_chunks:
-            rows = torch.cat([torch.arange(c.batch_offset, c.batch_offset + c.stop - c.start)
-                              for c in batch.mm_chunks]).to(x.device)
-            embeds = torch.cat([c.encoded.embeds[c.start : c.stop] for c in batch.mm_chunks])
-            x = x.index_copy(0, rows, embeds.to(x.dtype))  # image embeddings over their placeholders
-            ids = ids.index_fill(0, rows, self.pad_token_id)  # the per-layer table reads the pad row at images
+        x, rows = self.merge_images(batch, self.embed(batch.input_ids))
+        ids = batch.input_ids if rows is None else batch.input_ids.index_fill(0, rows, self.pad_token_id)
+        # (the per-layer table reads the pad row at images, as transformers)
         return self.run_layers(x, ids, batch.positions, attention, batch.sampled)
 
 

@@ -136,14 +136,19 @@ class VisionLanguageAdapter(DecoderModel):
 
     # --- forward -----------------------------------------------------------------
 
+    def merge_images(self, batch: ForwardBatch, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(x with the step's image embeddings over their placeholders, those rows or None without images)."""
+        if not batch.mm_chunks:
+            return x, None
+        spans = [torch.arange(c.batch_offset, c.batch_offset + c.stop - c.start) for c in batch.mm_chunks]
+        rows = torch.cat(spans).to(x.device)
+        embeds = torch.cat([c.encoded.embeds[c.start : c.stop] for c in batch.mm_chunks])
+        return x.index_copy(0, rows, embeds.to(x.dtype)), rows
+
     def forward(self, batch: ForwardBatch, attention: AttentionFn) -> torch.Tensor:
-        x = self.embed(batch.input_ids)  # (tokens, hidden)
-        rows, deepstack = None, []
+        x, rows = self.merge_images(batch, self.embed(batch.input_ids))  # (tokens, hidden)
+        deepstack = []
         if batch.mm_chunks:
-            spans = [torch.arange(c.batch_offset, c.batch_offset + c.stop - c.start) for c in batch.mm_chunks]
-            rows = torch.cat(spans).to(x.device)
-            embeds = torch.cat([c.encoded.embeds[c.start : c.stop] for c in batch.mm_chunks])
-            x = x.index_copy(0, rows, embeds.to(x.dtype))  # image embeddings over their placeholders
             levels = len(batch.mm_chunks[0].encoded.deepstack)
             # Qwen3-VL adds intermediate vision features at the image rows after the first layers
             deepstack = [

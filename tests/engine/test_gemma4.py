@@ -22,6 +22,25 @@ MOST_HELD = WINDOW // BLOCK + 2  # the window's blocks, the block the next token
 TOLERANCE = 1e-4  # max |Δlogit| in float32, as tests/engine/test_families.py
 
 
+def three_cached_turns(engine: Engine, hf, seed: int) -> None:
+    """Three turns, each continued from the cache (only the new tokens prefilled): greedy tokens equal HF generate on
+    the whole history, every sampled logits row within TOLERANCE of HF's full forward."""
+    spy = LogitSpy(engine)
+    session, rows = engine.open_session(), []
+    for turn, length in enumerate((41, 23, 30)):
+        session.append(random_prompt(length, seed=seed + turn))
+        history = session.token_ids
+        rows += [len(history) - 1 + j for j in range(8)]
+        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
+        assert reply.output_token_ids == hf_greedy(hf, history, 8, None), f"turn {turn + 1} diverged from HF"
+        if turn:
+            assert reply.counters.tokens_cached == reply.history_tokens - 1, "the history was recomputed"
+    with torch.inference_mode():
+        full = hf(torch.tensor([session.token_ids])).logits[0, rows].float()
+    delta = (torch.stack(spy.rows[session.seq.seq_id]) - full).abs().max()
+    assert delta <= TOLERANCE, f"max |Δlogit| {delta:.3g}"
+
+
 @pytest.fixture(scope="module")
 def gemma4(tmp_path_factory, tokenizer):
     model = build_model("gemma4", seed=3)
@@ -51,20 +70,7 @@ def test_a_session_kept_between_turns_matches_hf(gemma4, backend):
     on the whole history, every sampled logits row within 1e-4 of HF's full forward."""
     folder, hf = gemma4
     engine = engine_for(folder, attention_backend=backend, max_num_batched_tokens=16)
-    spy = LogitSpy(engine)
-    session, rows = engine.open_session(), []
-    for turn, length in enumerate((41, 23, 30)):
-        session.append(random_prompt(length, seed=60 + turn))
-        history = session.token_ids
-        rows += [len(history) - 1 + j for j in range(8)]
-        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
-        assert reply.output_token_ids == hf_greedy(hf, history, 8, None), f"turn {turn + 1} diverged from HF"
-        if turn:
-            assert reply.counters.tokens_cached == reply.history_tokens - 1, "the history was recomputed"
-    with torch.inference_mode():
-        full = hf(torch.tensor([session.token_ids])).logits[0, rows].float()
-    delta = (torch.stack(spy.rows[session.seq.seq_id]) - full).abs().max()
-    assert delta <= TOLERANCE, f"max |Δlogit| {delta:.3g}"
+    three_cached_turns(engine, hf, seed=60)
 
 
 def test_kv_sharing_layers_keep_no_kv_and_each_pool_has_its_kinds_heads(gemma4):
@@ -229,18 +235,7 @@ def test_the_mixture_of_experts_model_matches_hf_over_cached_turns(gemma4_moe, b
     assert all(layer.experts is not None for layer in engine.adapter.layers)
     routed = set()
     engine.adapter.layers[0].router.register_forward_hook(lambda m, a, out: routed.update(out[1].flatten().tolist()))
-    spy = LogitSpy(engine)
-    session, rows = engine.open_session(), []
-    for turn, length in enumerate((41, 23, 30)):
-        session.append(random_prompt(length, seed=160 + turn))
-        history = session.token_ids
-        rows += [len(history) - 1 + j for j in range(8)]
-        reply = session.generate(SamplingParams(max_new_tokens=8, ignore_eos=True))
-        assert reply.output_token_ids == hf_greedy(hf, history, 8, None), f"turn {turn + 1} diverged from HF"
-    with torch.inference_mode():
-        full = hf(torch.tensor([session.token_ids])).logits[0, rows].float()
-    delta = (torch.stack(spy.rows[session.seq.seq_id]) - full).abs().max()
-    assert delta <= TOLERANCE, f"max |Δlogit| {delta:.3g}"
+    three_cached_turns(engine, hf, seed=160)
     assert routed == {0, 1, 2, 3}
 
 
