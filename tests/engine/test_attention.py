@@ -201,8 +201,8 @@ def test_bf16_engine_on_numba_gives_the_greedy_tokens_of_sdpa(tiny_llama):
     The numba engine decodes the four prompts as one batch; SDPA decodes each prompt alone, because bf16 SDPA
     over a batch pads every sequence to the longest, and the padding changes its rounding (here it changes the
     10th token of the shortest prompt). The numba kernel reads each sequence's own rows, so batching changes
-    nothing. Where the two part (bf16 SDPA rounds inside attention, numba sums in float32: here the 16th token of
-    the longest prompt), the numba engine must be the one that keeps the float32 engine's token.
+    nothing. Where the two part (bf16 SDPA rounds inside attention, numba sums in float32: on the AMX Xeon the 16th
+    token of the longest prompt), the numba engine must be the one that keeps the float32 engine's token.
     """
     from engine import Engine, EngineConfig, SamplingParams
     from tests.engine.conftest import random_prompt
@@ -234,7 +234,9 @@ def test_bf16_engine_on_numba_gives_the_greedy_tokens_of_sdpa(tiny_llama):
             assert ours[: parted + 1] == exact[: parted + 1], (
                 f"prompt of {len(prompt)}: numba {ours} and sdpa {theirs} part at token {parted}, and numba's token "
                 f"is not float32's {exact}")
-    assert sum(ours == theirs for ours, theirs in zip(numba, sdpa)) >= 3, (numba, sdpa)
+    # how often bf16 SDPA parts from float32 depends on the CPU: 1 of 4 prompts on the AMX Xeon, 2 on an AVX2 EPYC
+    # (bf16 emulated there); numba kept float32's token at every parting, which the loop above holds it to
+    assert sum(ours == theirs for ours, theirs in zip(numba, sdpa)) >= 2, (numba, sdpa)
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
