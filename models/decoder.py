@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models import cpu_matmul
 from models.base import AttentionFn
 from models.batch_invariant import row_tiles
 from models.rotary import RopeSpec, Rotary
@@ -155,7 +156,7 @@ class DecoderLayer(nn.Module):
         """linear(x); in the batch-invariant mode in tiles through its packed weight, or in one call when the
         linear's rows are invariant at any height by construction (`height_invariant`: int8 with a pinned range)."""
         if self.row_tile is None or getattr(linear, "height_invariant", False):
-            return linear(x)
+            return cpu_matmul.linear(x, linear.weight, linear.bias) if type(linear) is nn.Linear else linear(x)
         tiled = linear.__dict__.get("tile_linear")
         return row_tiles(x, linear if tiled is None else lambda rows: tiled(linear, rows), self.row_tile)
 

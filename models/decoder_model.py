@@ -11,9 +11,9 @@ call `init_buffers`, then `load_weights` (a checkpoint) or `random_init` (a shap
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from models import cpu_matmul
 from models.base import AttentionFn, ChatProcessor, ForwardBatch, ModelAdapter, ModelShape
 from models.decoder import DecoderLayer, RMSNorm
 from models.rotary import Rotary
@@ -91,7 +91,7 @@ class DecoderModel(ModelAdapter):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        logits = F.linear(hidden, weight)
+        logits = cpu_matmul.linear(hidden, weight)
         cap = self.spec.logit_softcap
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap

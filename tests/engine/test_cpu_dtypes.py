@@ -118,18 +118,24 @@ def test_int8_forward_is_bitwise_the_row_scaled_kernel(bias):
 
 
 def test_the_silu_mlp_in_place_equals_the_copying_one():
-    """Without autograd the decoder's SiLU MLP runs in place; it computes the bits the copying one does."""
+    """Without autograd the decoder's SiLU MLP runs in place; it computes the bits the copying one does.
+
+    Both through the layer's own products (`_project`: oneDNN for float32 on a CPU not made by Intel,
+    models/cpu_matmul.py); the autograd path (F.linear, MKL) agrees to a float32 rounding.
+    """
     from models.decoder import DecoderLayer, LayerSpec
 
     torch.manual_seed(0)
     layer = DecoderLayer(LayerSpec(hidden=32, intermediate=80, heads=4, kv_heads=2, head_dim=8, eps=1e-6), index=0)
     x = torch.randn(7, layer.gate_up_proj.in_features)
     with torch.enable_grad():  # the copying path (training, autograd)
-        want = layer.mlp(x).detach()
+        trained = layer.mlp(x).detach()
     with torch.inference_mode():
         got = layer.mlp(x)
-    gate, up = layer.gate_up_proj(x).split(layer.spec.intermediate, -1)
-    assert torch.equal(got, want) and torch.equal(want, layer.down_proj(torch.nn.functional.silu(gate) * up))
+        gate, up = layer._project(layer.gate_up_proj, x).split(layer.spec.intermediate, -1)
+        want = layer._project(layer.down_proj, torch.nn.functional.silu(gate) * up)
+    assert torch.equal(got, want)
+    torch.testing.assert_close(got, trained, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.skipif("onednn" not in torch.backends.quantized.supported_engines, reason="torch built without oneDNN")
@@ -291,3 +297,35 @@ def test_bench_quant_reports_every_variant_against_float32(tiny_llama):
     for row in rows.values():
         assert row["decode_tok_s_batch1"] > 0 and 0 < row["decode_batch1_fraction_of_bound"]
     assert result["copy_bandwidth_gb_s"] > 0
+
+
+def test_cpu_linears_take_onednn_only_off_intel_and_outside_autograd(monkeypatch):
+    """models/cpu_matmul.linear: oneDNN's product on a CPU not made by Intel (equal to F.linear to a float32
+    rounding), F.linear on Intel, in autograd (a backward exists) and for other dtypes."""
+    from models import cpu_matmul
+
+    torch.manual_seed(1)
+    weight, bias = torch.randn(48, 40), torch.randn(48)
+    x = torch.randn(5, 40)
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+
+    class Spy:  # torch.ops entries cannot be monkeypatched one by one; the namespace attribute can
+        def _linear_pointwise(self, *args):
+            calls.append(args[0].shape)
+            return real(*args)
+
+    monkeypatch.setattr(torch.ops, "mkldnn", Spy())
+    for vendor, expect in (("AuthenticAMD", True), ("GenuineIntel", False), ("", False)):
+        monkeypatch.setattr(cpu_matmul, "cpu_vendor", lambda vendor=vendor: vendor)
+        cpu_matmul.onednn_float32.cache_clear()
+        calls.clear()
+        with torch.inference_mode():
+            got = cpu_matmul.linear(x, weight, bias)
+            cpu_matmul.linear(x.bfloat16(), weight.bfloat16())  # other dtypes: F.linear
+        torch.testing.assert_close(got, torch.nn.functional.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
+        assert (calls == [x.shape]) is (expect and torch.backends.mkldnn.is_available()), (vendor, calls)
+        trained = weight.clone().requires_grad_()
+        cpu_matmul.linear(x, trained, bias).sum().backward()  # autograd: F.linear, whatever the vendor
+        assert trained.grad is not None and len(calls) == (1 if calls else 0)
+    cpu_matmul.onednn_float32.cache_clear()
