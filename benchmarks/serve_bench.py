@@ -72,9 +72,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _env(threads: int) -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads),
-            "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+def _env(threads: int, peer: bool = False) -> dict:
+    """A server's environment; a peer's (`peer`) waits in OpenMP as the user left it, not as Dossier chose
+    (llama.cpp links libgomp too: it ran with Dossier's passive waiting until 2026-12-06)."""
+    from engine.core.threads import peer_environment
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads),
+           "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
+    return peer_environment(env) if peer else env
 
 
 class Server:
@@ -148,7 +153,8 @@ def start_llamacpp(model: str, workload: ServeWorkload) -> Server:
         raise RuntimeError(reason)
     port = _free_port()
     command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads)
-    return Server("llama.cpp server", command, _env(workload.threads), "bench", url=f"http://127.0.0.1:{port}")
+    return Server("llama.cpp server", command, _env(workload.threads, peer=True), "bench",
+                  url=f"http://127.0.0.1:{port}")
 
 
 SERVERS = {"dossier": start_dossier, "llamacpp": start_llamacpp, "transformers": None}  # transformers: below
@@ -202,7 +208,7 @@ def _transformers_server(folder: Path, workload: ServeWorkload, temporary: Path 
                "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port),
                "--cb-block-size", str(block), "--cb-num-blocks", str(blocks), "--log-level", "warning"]
     # pinned to the folder: a request must name it exactly
-    return Server("transformers serve", command, _env(workload.threads), str(folder), url=f"http://127.0.0.1:{port}",
+    return Server("transformers serve", command, _env(workload.threads, peer=True), str(folder), url=f"http://127.0.0.1:{port}",
                   temporary=temporary)
 
 

@@ -28,6 +28,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from models.cpu_matmul import onednn_float32
+
 __all__ = ["ROW_TILE", "PackedTileLinear", "row_tile_for", "row_tiles", "set_batch_invariant"]
 
 # Rows per call in the deterministic mode. 16: the cheapest tile for one-row decode in bf16 on the probe's
@@ -83,8 +85,10 @@ class PackedTileLinear:
     and re-reading cost more than the product (bf16 1536 -> 8960 at 512 rows in tiles of 16: 35 ms plain vs
     26 ms packed; tiles of 64 packed: 8.8 ms; one plain call 6.5 ms). Every call has the same shape, so the
     kernel's path, and a row's bits, do not depend on the other rows. bf16 goes through oneDNN
-    (`mkldnn._linear_pointwise`), float32 through MKL's packed sgemm (`mkl._mkl_linear`); without them, plain
-    `F.linear` on the tile. The packed copy costs the weight's bytes again while the mode is on.
+    (`mkldnn._linear_pointwise`), float32 through MKL's packed sgemm (`mkl._mkl_linear`) on Intel CPUs and
+    through oneDNN on others (models/cpu_matmul.py says why; 16-row tiles on an AVX2 EPYC, oneDNN against MKL:
+    3072 x 576 0.48 vs 0.82 ms, 49152 x 576 11.0 vs 21.1 ms, 17920 x 1536 10.2 vs 23.1 ms); without them,
+    plain `F.linear` on the tile. The packed copy costs the weight's bytes again while the mode is on.
     """
 
     def __init__(self, linear: nn.Linear, tile: int) -> None:
@@ -96,7 +100,8 @@ class PackedTileLinear:
         self.source, self.version = weight, weight._version  # a new or changed weight is packed again
         self.weight, self.bias = weight.detach(), None if linear.bias is None else linear.bias.detach()
         self.kind = "plain"
-        if weight.device.type == "cpu" and weight.dtype == torch.bfloat16 and _mkldnn_packed():
+        onednn = weight.dtype == torch.bfloat16 or (weight.dtype == torch.float32 and onednn_float32())
+        if weight.device.type == "cpu" and onednn and _mkldnn_packed():
             self.packed, self.kind = torch.ops.mkldnn._reorder_linear_weight(self.weight, self.tile), "onednn"
         elif weight.device.type == "cpu" and weight.dtype == torch.float32 and _mkl_packed():
             self.packed, self.kind = torch.ops.mkl._mkl_reorder_linear_weight(self.weight, self.tile), "mkl"

@@ -28,9 +28,14 @@ import logging
 import os
 import time
 
-__all__ = ["ThreadGovernor", "available_cores", "omp_thread_limit", "prefer_passive_waiting", "set_torch_threads"]
+__all__ = ["ThreadGovernor", "available_cores", "omp_thread_limit", "peer_environment", "prefer_passive_waiting",
+           "set_torch_threads"]
 
 log = logging.getLogger(__name__)
+
+# OpenMP waiting as the user left it, read before Dossier sets anything (this module is imported first thing).
+_OMP_WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+_USER_WAITING = {name: os.environ.get(name) for name in _OMP_WAITING}
 
 
 def prefer_passive_waiting() -> None:
@@ -43,6 +48,21 @@ def prefer_passive_waiting() -> None:
     limit = omp_thread_limit()
     if limit is not None:
         os.environ.setdefault("OMP_NUM_THREADS", str(limit))
+
+
+def peer_environment(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a peer process (llama.cpp's server in the benchmarks): OpenMP waiting as the user had it.
+
+    Dossier sets OMP_WAIT_POLICY in its own environment; a peer that links libgomp too would inherit it and wait
+    the way Dossier chose, not its own default.
+    """
+    env = dict(env)
+    for name in _OMP_WAITING:
+        if _USER_WAITING[name] is None:
+            env.pop(name, None)
+        else:
+            env[name] = _USER_WAITING[name]
+    return env
 
 
 def omp_thread_limit() -> int | None:

@@ -88,3 +88,17 @@ def test_the_real_proc_readings_are_consistent():
 def test_the_config_rejects_zero_threads():
     with pytest.raises(DossierError, match="cpu_threads must be >= 1"):
         EngineConfig(cpu_threads=0)
+
+
+def test_a_peer_server_waits_as_the_user_left_it_not_as_dossier_chose(monkeypatch):
+    """llama.cpp links libgomp too: the benchmarks give it the user's OpenMP waiting, not Dossier's."""
+    from benchmarks.serve_bench import _env
+
+    monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None})
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
+    ours, peer = _env(2), _env(2, peer=True)
+    assert ours["OMP_WAIT_POLICY"] == "PASSIVE" and ours["GOMP_SPINCOUNT"] == "10000"
+    assert "OMP_WAIT_POLICY" not in peer and "GOMP_SPINCOUNT" not in peer and peer["OMP_NUM_THREADS"] == "2"
+    monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": None})
+    assert _env(2, peer=True)["OMP_WAIT_POLICY"] == "ACTIVE"
