@@ -15,15 +15,23 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(autouse=True)
 def float32_means_auto(monkeypatch):
     """The suite's references are float32 (HF models, hand-computed logits): in-process engines built with
-    dtype="auto" run in float32 on every CPU, as on CPUs without native bf16. bf16 is tested by asking for it
-    (tests/engine/test_cpu_dtypes.py), and what "auto" picks from the CPU's flags is tested there too."""
+    dtype="auto" run in float32 on every CPU, as on CPUs without native bf16, and quantization="auto" (int8 on
+    such CPUs) quantises nothing. bf16 and int8 are tested by asking for them (tests/engine/test_cpu_dtypes.py),
+    and what each "auto" picks from the CPU's flags is tested there too."""
     from engine.core import dtypes
 
     monkeypatch.setattr(dtypes, "cpu_bf16_flags", _no_native_bf16)
+    monkeypatch.setattr(dtypes, "auto_quantization", _model_dtype)  # and quantization="auto" keeps float32
 
 
 def _no_native_bf16() -> tuple[str, ...]:
     return ()
+
+
+def _model_dtype(device: str, dtype: str):
+    from engine.core.dtypes import AutoQuantization
+
+    return AutoQuantization(None, "the test suite's references are float32")
 
 
 @pytest.fixture(scope="session")

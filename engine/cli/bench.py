@@ -12,7 +12,7 @@ import typer
 
 from engine.cli.options import (ATTENTION, DTYPE, MAX_BATCHED_TOKENS, MODEL, THREADS, AttentionOpt, DtypeOpt, FormatOpt,
                                 MaxBatchedTokensOpt, ModelOpt, OutputFormat, QuantizationOpt, ThreadsOpt, corpus_opt,
-                                emit_json, kv_cache_opt, parse_threads, set_threads)
+                                emit_json, kv_cache_opt, parse_quantization, parse_threads, set_threads)
 
 __all__ = ["bench_app", "register"]
 
@@ -121,7 +121,7 @@ def bench_engine(
         set_threads(threads)
     config = EngineConfig(
         kv_cache_gib=kv_cache_gib, max_num_batched_tokens=max_batched_tokens, attention_backend=attention,
-        dtype=dtype, block_size=block_size, quantization=quantization, cpu_threads=threads,
+        dtype=dtype, block_size=block_size, quantization=parse_quantization(quantization), cpu_threads=threads,
         deterministic=deterministic,
     )
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))

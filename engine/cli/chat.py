@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt,
-                                DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxModelLenOpt, ModelOpt, QuantizationOpt, ThreadsOpt,
-                                parse_threads, set_threads)
+                                DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxModelLenOpt, ModelOpt, QUANTIZATION, QuantizationOpt, ThreadsOpt,
+                                parse_quantization, parse_threads, set_threads)
 
 __all__ = ["register"]
 
@@ -28,7 +28,7 @@ def chat(
     seed: Annotated[int, typer.Option(help="Seed for sampling.")] = 0,
     device: DeviceOpt = DEVICE,
     dtype: DtypeOpt = DTYPE,
-    quantization: QuantizationOpt = None,
+    quantization: QuantizationOpt = QUANTIZATION,
     threads: ThreadsOpt = THREADS,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
@@ -53,7 +53,7 @@ def chat(
         set_threads(cpu_threads)
     config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib,
                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, seed=seed,
-                          quantization=quantization,
+                          quantization=parse_quantization(quantization),
                           cpu_threads=cpu_threads)
     engine = Engine.from_pretrained(model, config)
     if engine.processor is None:

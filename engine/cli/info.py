@@ -22,8 +22,9 @@ _OPTIONAL = {
 
 
 def version(fmt: FormatOpt = OutputFormat.human) -> None:
-    """Print Dossier's version, the optional backends found, the dtype --dtype auto picks here and why, the kernels
-    --quantization int8 runs on here, and what the code sandbox guarantees here.
+    """Print Dossier's version, the optional backends found, the dtype --dtype auto and the quantisation
+    --quantization auto pick here and why, the kernels --quantization int8 runs on here, and what the code sandbox
+    guarantees here.
 
     The sandbox (used for every model-written program, e.g. the workflow agent's code stage) is
     probed by running one program in it; a guarantee the machine cannot give is marked "no".
@@ -34,6 +35,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         numba         yes
         flash-attn    no
         dtype auto    float32 on cpu: the CPU has neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, ...)
+        quant. auto   int8 on cpu: the CPU has no native bf16: FBGEMM's int8 is its fastest kernel at every size, ...
         int8 (cpu)    FBGEMM (no AMX int8 tiles here)
         sandbox:
           yes  kernel boundary: bubblewrap 0.8.0 (/usr/bin/bwrap): fresh mount, PID, network, IPC and UTS ...
@@ -50,11 +52,12 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         backends["cuda"] = torch.cuda.is_available()
     except ImportError:  # pragma: no cover - torch is a hard dependency
         backends["cuda"] = False
-    from engine.core.dtypes import auto_dtype
+    from engine.core.dtypes import auto_dtype, auto_quantization
     from tools.sandbox import sandbox_guarantees
 
     device = "cuda" if backends["cuda"] else "cpu"
     choice = auto_dtype(device)
+    quantized = auto_quantization(device, "auto")
 
     from models.int_linear import INT8_WIDE_ROWS, amx_int8
 
@@ -62,7 +65,9 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
             "packed copy of the weights)" if amx_int8() else "FBGEMM (no AMX int8 tiles here)")
     sandbox = [{"guarantee": what, "held": held, "how": how} for what, held, how in sandbox_guarantees()]
     info = {"dossier": dist_version("dossier"), "backends": backends,
-            "dtype_auto": {"device": device, "dtype": choice.name, "why": choice.reason}, "int8_cpu": int8,
+            "dtype_auto": {"device": device, "dtype": choice.name, "why": choice.reason},
+            "quantization_auto": {"device": device, "quantization": quantized.name, "why": quantized.reason},
+            "int8_cpu": int8,
             "sandbox": sandbox}
     if fmt is OutputFormat.json:
         emit_json(info)
@@ -71,6 +76,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
     for name, present in backends.items():
         typer.echo(f"{name:<13} {'yes' if present else 'no'}")
     typer.echo(f"{'dtype auto':<13} {choice.name} on {device}: {choice.reason}")
+    typer.echo(f"{'quant. auto':<13} {quantized.name or 'none'} on {device}: {quantized.reason}")
     typer.echo(f"{'int8 (cpu)':<13} {int8}")
     typer.echo("sandbox:")
     for item in sandbox:

@@ -138,15 +138,30 @@ GpuMemoryOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="S
                                              "may use (weights, activations, CUDA graphs, KV pool), 0-1; sizes the KV "
                                              "pool when --kv-cache-gib is not given. Ignored on a CPU.")]
 
+QUANTIZATION = "auto"  # run, serve and chat; the benchmarks keep the model's dtype unless told
 QuantizationOpt = Annotated[
     str | None,
-    typer.Option("--quantization", help="Weight-only quantisation of the language model's linear layers: int4 (CPU: "
-                                        "torch's native kernel, groups of 32, for decode steps; prefill keeps a dense "
-                                        "copy; a Q4 GGUF's own codes are recovered), int8 (CPU: FBGEMM dynamic int8, "
-                                        "fast but less accurate; GPU: bitsandbytes) or nf4 (bitsandbytes; "
-                                        + pip_extra("quant") + "). "
+    typer.Option("--quantization", help="Weight quantisation of the language model's linear layers: auto (int8 on a "
+                                        "CPU without native bf16 when --dtype is auto, none elsewhere; `dossier "
+                                        "version` says which here), none, int4 (CPU: torch's native kernel, groups of "
+                                        "32, for decode steps; prefill keeps a dense copy; a Q4 GGUF's own codes are "
+                                        "recovered), int8 (CPU: FBGEMM dynamic int8, one activation scale per row; "
+                                        "GPU: bitsandbytes) or nf4 (bitsandbytes; " + pip_extra("quant") + "). "
                                         "Vision towers, embeddings and the output head keep the model dtype."),
 ]
+
+
+def parse_quantization(value: str | None) -> str | None:
+    """--quantization's value for EngineConfig: "none" (or nothing) is None; the rest as given (checked there)."""
+    return None if value is None or value.lower() == "none" else value
+
+
+def resolve_quantization(value: str | None, device: str, dtype: str) -> str | None:
+    """--quantization as the engine will run it: "auto" resolved for this device and dtype (a run records it)."""
+    from engine.core.config import EngineConfig
+
+    return EngineConfig(device=device, dtype=dtype, quantization=parse_quantization(value)).resolved_quantization()
+
 
 ATTENTION = "auto"
 AttentionOpt = Annotated[

@@ -8,7 +8,8 @@ import typer
 
 from engine.cli.options import (ATTENTION, DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MAX_BATCHED_TOKENS, MODEL, THREADS,
                                 AttentionOpt, DeviceOpt, DtypeOpt, GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, MaxBatchedTokensOpt, ModelOpt,
-                                QuantizationOpt, ThreadsOpt, pip_extra)
+                                QUANTIZATION, QuantizationOpt, ThreadsOpt, parse_quantization,
+                                pip_extra)
 from engine.serve.config import GRAMMAR_NEW_BURST, GRAMMAR_NEW_PER_S
 
 __all__ = ["register"]
@@ -35,7 +36,7 @@ def serve(
     device: DeviceOpt = DEVICE,
     dtype: DtypeOpt = DTYPE,
     attention: AttentionOpt = ATTENTION,
-    quantization: QuantizationOpt = None,
+    quantization: QuantizationOpt = QUANTIZATION,
     threads: ThreadsOpt = THREADS,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
@@ -121,7 +122,7 @@ def serve(
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,
                          max_model_len=max_model_len,
                          max_num_batched_tokens=max_batched_tokens, device=device,
-                         dtype=dtype, attention_backend=attention, seed=seed, quantization=quantization,
+                         dtype=dtype, attention_backend=attention, seed=seed, quantization=parse_quantization(quantization),
                          cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout,
                          grammar_new_per_s=grammar_rate, grammar_new_burst=grammar_burst,
                          deterministic=deterministic)

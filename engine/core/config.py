@@ -57,7 +57,8 @@ class EngineConfig:
     # Optional weight-only quantisation of the language model's linear layers (vision towers,
     # embeddings and the output head stay in the model dtype): None; "int4" (groups of 32, torch's
     # native CPU kernel); "int8" (a CPU: FBGEMM's dynamic int8, fast but its per-step activation scale
-    # costs accuracy; CUDA: bitsandbytes LLM.int8); "nf4" (bitsandbytes). See models/quantize.py.
+    # costs accuracy; CUDA: bitsandbytes LLM.int8); "nf4" (bitsandbytes); "auto" (int8 on a CPU without native
+    # bf16 when dtype is "auto" too, else None: engine/core/dtypes.py says why). See models/quantize.py.
     quantization: str | None = None
     # int4 only: input features per (scale, zero) pair: 32, 64, 128 or 256. 32 (GGUF's Q4 block) makes int4 of a
     # dequantised Q4 GGUF recover its own codes (models/quantize.py).
@@ -118,8 +119,9 @@ class EngineConfig:
             raise DossierError(f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}")
         if self.attention_backend not in _BACKENDS:
             raise DossierError(f"attention_backend {self.attention_backend!r} is not one of {', '.join(_BACKENDS)}")
-        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
-            raise DossierError(f"quantization {self.quantization!r} is not one of {', '.join(QUANTIZATIONS)} (or None)")
+        if self.quantization is not None and self.quantization not in (*QUANTIZATIONS, "auto"):
+            raise DossierError(f"quantization {self.quantization!r} is not one of {', '.join(QUANTIZATIONS)}, auto "
+                               "(or None)")
         if self.quantization_group_size not in (32, 64, 128, 256):
             raise DossierError(f"quantization_group_size must be 32, 64, 128 or 256 (got {self.quantization_group_size})")
         if self.cuda_graph_max_batch < 1:
@@ -155,6 +157,14 @@ class EngineConfig:
         from engine.core.devices import auto_device
 
         return auto_device()  # warns, naming the driver a CUDA build needs, when a GPU is present but unusable
+
+    def resolved_quantization(self) -> str | None:
+        """`quantization`, or for "auto" what `auto_quantization` picks for this device and dtype."""
+        if self.quantization != "auto":
+            return self.quantization
+        from engine.core.dtypes import auto_quantization
+
+        return auto_quantization(self.resolved_device(), self.dtype).name
 
     def resolved_dtype(self):
         """The torch dtype of weights and KV cache: `dtype`, or for "auto" what `auto_dtype` picks here."""

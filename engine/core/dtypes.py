@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["AutoDtype", "auto_dtype", "cpu_bf16_flags", "warn_if_emulated"]
+__all__ = ["AutoDtype", "AutoQuantization", "auto_dtype", "auto_quantization", "cpu_bf16_flags", "warn_if_emulated"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,38 @@ def auto_dtype(device: str) -> AutoDtype:
         return AutoDtype("bfloat16", f"the CPU has {'/'.join(flags)} (native bf16 matmuls, 3-5x float32)")
     return AutoDtype("float32", "the CPU has neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, slower than "
                                 "float32)")
+
+
+class AutoQuantization(NamedTuple):
+    """What quantization="auto" resolves to (None: the model's dtype throughout), and the sentence that says why."""
+
+    name: str | None
+    reason: str
+
+
+def auto_quantization(device: str, dtype: str) -> AutoQuantization:
+    """What quantization="auto" is on `device` when the dtype asked for is `dtype` ("auto" or a pinned one).
+
+    int8 (FBGEMM: int8 weights, dynamic int8 activations with one scale per row) on a CPU without native bf16,
+    when the dtype is left to "auto" (float32 there): on a 2-core AVX2 EPYC it is the fastest kernel at every
+    row count (docs/benchmarks.md), and on the 20 sample questions with the BM25 agent and Qwen2.5-1.5B it
+    answered 4 against float32's 6, a difference McNemar cannot tell from noise (p = 0.625;
+    docs/results/dtypes-sample.md). A pinned dtype, a CPU with native bf16 and a GPU keep the model's dtype.
+
+    Example:
+        >>> auto_quantization("cpu", "auto")  # on an AVX2-only CPU
+        ('int8', 'the CPU has no native bf16: ...')
+    """
+    if device == "cuda":
+        return AutoQuantization(None, "a CUDA device (bf16 throughout)")
+    if dtype != "auto":
+        return AutoQuantization(None, f"--dtype {dtype} was asked for")
+    flags = cpu_bf16_flags()
+    if flags:
+        return AutoQuantization(None, f"the CPU has {'/'.join(flags)} (bf16 throughout)")
+    return AutoQuantization("int8", "the CPU has no native bf16: FBGEMM's int8 is its fastest kernel at every size, "
+                                    "and the sample suite's answers showed no significant loss against float32 "
+                                    "(docs/results/dtypes-sample.md); --quantization none keeps float32")
 
 
 @functools.cache

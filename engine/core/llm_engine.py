@@ -14,6 +14,7 @@ until its own turn is done.
 """
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import threading
@@ -88,6 +89,8 @@ class Engine:
         from models.loading import load_adapter
 
         config = config or EngineConfig()
+        if config.quantization == "auto":  # the engine keeps the concrete choice (runs record it)
+            config = dataclasses.replace(config, quantization=config.resolved_quantization())
         adapter = load_adapter(
             model, device=config.resolved_device(), dtype=config.resolved_dtype(), quantization=config.quantization,
             quantization_group_size=config.quantization_group_size, min_pixels=config.image_min_pixels,

@@ -18,6 +18,8 @@ from engine.core import dtypes
 from models.int_linear import INT8_WIDE_ROWS, Int4Linear, Int8DynamicLinear, dequantize_int4, quantize_weight_int4
 from tests.engine.conftest import hf_greedy, random_prompt
 
+_real_auto_quantization = dtypes.auto_quantization  # read at collection: the suite's autouse fixture patches it
+
 INT4_KERNEL_ATOL = 0.05  # bf16 activations inside the kernel: ~3 significant digits on outputs of size ~2
 BF16_LOGIT_COSINE = 0.995  # a tiny random model's logits in bf16 vs float32, every position
 # int4 (groups of 32) vs float32, mean over positions: random 64-wide weights with initializer range 0.25 are the
@@ -329,3 +331,37 @@ def test_cpu_linears_take_onednn_only_off_intel_and_outside_autograd(monkeypatch
         cpu_matmul.linear(x, trained, bias).sum().backward()  # autograd: F.linear, whatever the vendor
         assert trained.grad is not None and len(calls) == (1 if calls else 0)
     cpu_matmul.onednn_float32.cache_clear()
+
+
+def test_quantization_auto_is_int8_only_on_a_cpu_without_native_bf16_with_the_dtype_left_to_auto(monkeypatch):
+    from engine.cli.options import QUANTIZATION, parse_quantization, resolve_quantization
+    from engine.core import dtypes
+    from tools.errors import DossierError
+
+    monkeypatch.setattr(dtypes, "auto_quantization", _real_auto_quantization)
+    assert _real_auto_quantization("cpu", "auto").name == "int8"  # the suite's CPU has no native bf16
+    assert _real_auto_quantization("cpu", "float32").name is None  # a pinned dtype is kept
+    assert _real_auto_quantization("cuda", "auto").name is None
+    assert EngineConfig(device="cpu", quantization="auto").resolved_quantization() == "int8"
+    assert EngineConfig(device="cpu", dtype="float32", quantization="auto").resolved_quantization() is None
+    assert EngineConfig(device="cpu", quantization="int4").resolved_quantization() == "int4"
+    monkeypatch.setattr(dtypes, "cpu_bf16_flags", lambda: ("avx512_bf16",))
+    assert _real_auto_quantization("cpu", "auto").name is None
+    assert "avx512_bf16" in _real_auto_quantization("cpu", "auto").reason
+    with pytest.raises(DossierError, match="auto"):
+        EngineConfig(quantization="int3")
+    assert QUANTIZATION == "auto" and parse_quantization("none") is None and parse_quantization("None") is None
+    assert resolve_quantization("auto", "cpu", "auto") is None and resolve_quantization("int8", "cpu", "auto") == "int8"
+
+
+def test_an_engine_built_with_quantization_auto_keeps_the_concrete_choice(tiny_llama, monkeypatch):
+    """Engine.from_pretrained resolves "auto" once: the engine's config (what runs record) says int8 here."""
+    from engine import Engine
+    from engine.core import dtypes
+    from models.int_linear import Int8DynamicLinear
+
+    monkeypatch.setattr(dtypes, "auto_quantization", _real_auto_quantization)
+    folder, _ = tiny_llama
+    engine = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4, quantization="auto"))
+    assert engine.config.quantization == "int8"
+    assert any(isinstance(module, Int8DynamicLinear) for module in engine.adapter.modules())
