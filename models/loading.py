@@ -118,6 +118,7 @@ def load_adapter(
     min_pixels: int | None = None,
     max_pixels: int | None = None,
     lora: str | os.PathLike | None = None,
+    quantize_from: int = 0,
 ) -> ModelAdapter:
     """Build the adapter for `model` with its weights on `device` in `dtype`.
 
@@ -130,6 +131,8 @@ def load_adapter(
             keep `dtype`); see models/quantize.py.
         min_pixels, max_pixels: image area bounds of vision-language models, in pixels
             (None: the model folder's, else the family's defaults).
+        quantize_from: quantise only when those linear layers hold at least this many weights (a smaller model
+            keeps `dtype`; quantization="auto" passes its threshold). `adapter.quantization` says what was done.
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoConfig
@@ -158,6 +161,12 @@ def load_adapter(
 
             tensors = merge_lora(tensors, lora)
         adapter.load_weights(tensors)
+    if quantization is not None and quantize_from:
+        from models.quantize import linear_parameters
+
+        if linear_parameters(adapter) < quantize_from:
+            quantization = None
+    adapter.quantization = quantization
     if quantization is not None:
         from models.quantize import quantize_linears, weight_bytes
 

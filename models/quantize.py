@@ -26,7 +26,7 @@ from torch import nn
 
 from tools.errors import DossierError, missing_dependency
 
-__all__ = ["QUANTIZATIONS", "QuantizationCheckError", "quantize_linears", "weight_bytes"]
+__all__ = ["QUANTIZATIONS", "QuantizationCheckError", "linear_parameters", "quantize_linears", "weight_bytes"]
 
 QUANTIZATIONS = ("int4", "int8", "nf4")
 # Input features per (scale, zero) pair of --quantization int4. 32 is the block of GGUF's Q4_1 and of Q4_K's
@@ -36,6 +36,22 @@ QUANTIZATIONS = ("int4", "int8", "nf4")
 INT4_GROUP_SIZE = 32
 
 log = logging.getLogger(__name__)
+
+
+def _targets(model: nn.Module) -> list[tuple[str, str]]:
+    """(parent module name, child name) of every `nn.Linear` quantisation replaces."""
+    return [(parent_name, name) for parent_name, parent in model.named_modules()
+            for name, child in parent.named_children()
+            if isinstance(child, nn.Linear) and not _kept(f"{parent_name}.{name}".lstrip("."))]
+
+
+def linear_parameters(model: nn.Module) -> int:
+    """Weights in the linear layers `quantize_linears` would replace (the language model's, not its head)."""
+    total = 0
+    for parent_name, name in _targets(model):
+        parent = model.get_submodule(parent_name) if parent_name else model
+        total += getattr(parent, name).weight.numel()
+    return total
 
 
 class QuantizationCheckError(DossierError):
@@ -73,9 +89,7 @@ def quantize_linears(model: nn.Module, mode: str, backend: str = "auto", group_s
                            "the CPU; on a GPU use nf4 or int8 (bitsandbytes)")
     if backend == "native" and mode == "int8" and "fbgemm" not in torch.backends.quantized.supported_engines:
         raise DossierError("quantization 'int8' on this CPU needs FBGEMM (x86); use int4, or no quantisation")
-    targets = [(parent_name, name) for parent_name, parent in model.named_modules()
-               for name, child in parent.named_children()
-               if isinstance(child, nn.Linear) and not _kept(f"{parent_name}.{name}".lstrip("."))]
+    targets = _targets(model)
     if backend == "native" and mode == "int8":
         return _quantize_int8_dynamic(model, targets)
     if backend == "native":

@@ -118,6 +118,7 @@ def _start_run(spec: RunSpec, live: LiveProgress | None, echo: Callable[[str], N
     if hasattr(engine, "pool_line"):
         echo(engine.pool_line())  # how much conversation the pool holds, and where its size came from
     meta["observe"] = settings.observe  # what "auto" became for this model
+    meta["quantization"] = getattr(getattr(engine, "config", None), "quantization", None)  # what "auto" became
     meta["deterministic"] = bool(getattr(getattr(engine, "runner", None), "deterministic", False))  # what ran
     write_run_json(spec.out, meta)
     progress = progress_callback(live, len(items))

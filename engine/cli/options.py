@@ -141,9 +141,9 @@ GpuMemoryOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="S
 QUANTIZATION = "auto"  # run, serve and chat; the benchmarks keep the model's dtype unless told
 QuantizationOpt = Annotated[
     str | None,
-    typer.Option("--quantization", help="Weight quantisation of the language model's linear layers: auto (int8 on a "
-                                        "CPU without native bf16 when --dtype is auto, none elsewhere; `dossier "
-                                        "version` says which here), none, int4 (CPU: torch's native kernel, groups of "
+    typer.Option("--quantization", help="Weight quantisation of the language model's linear layers: auto (int8 for a "
+                                        "model of 1B+ weights in its linears on a CPU without native bf16 when "
+                                        "--dtype is auto, none elsewhere; `dossier version` says which here), none, int4 (CPU: torch's native kernel, groups of "
                                         "32, for decode steps; prefill keeps a dense copy; a Q4 GGUF's own codes are "
                                         "recovered), int8 (CPU: FBGEMM dynamic int8, one activation scale per row; "
                                         "GPU: bitsandbytes) or nf4 (bitsandbytes; " + pip_extra("quant") + "). "
@@ -155,12 +155,6 @@ def parse_quantization(value: str | None) -> str | None:
     """--quantization's value for EngineConfig: "none" (or nothing) is None; the rest as given (checked there)."""
     return None if value is None or value.lower() == "none" else value
 
-
-def resolve_quantization(value: str | None, device: str, dtype: str) -> str | None:
-    """--quantization as the engine will run it: "auto" resolved for this device and dtype (a run records it)."""
-    from engine.core.config import EngineConfig
-
-    return EngineConfig(device=device, dtype=dtype, quantization=parse_quantization(value)).resolved_quantization()
 
 
 ATTENTION = "auto"

@@ -11,7 +11,7 @@ import typer
 
 from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt, DeviceOpt, DtypeOpt, FormatOpt,
                                 GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QUANTIZATION, QuantizationOpt, ThreadsOpt, emit_json,
-                                parse_threads, pip_extra, resolve_quantization, rich_escape)
+                                parse_quantization, parse_threads, pip_extra, rich_escape)
 
 __all__ = ["register"]
 
@@ -119,7 +119,7 @@ def run_cmd(**options) -> None:
     ray, workers, gpus_per_worker = base["ray"], base["workers"], base["gpus_per_worker"]
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=base["gpu_memory_utilization"],
                          max_model_len=base["max_model_len"],
-                         device=device, dtype=dtype, quantization=resolve_quantization(quantization, device, dtype),
+                         device=device, dtype=dtype, quantization=parse_quantization(quantization),
                          cpu_threads=parse_threads(threads), deterministic=base["deterministic"])
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())

@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["AutoDtype", "AutoQuantization", "auto_dtype", "auto_quantization", "cpu_bf16_flags", "warn_if_emulated"]
+__all__ = ["AUTO_INT8_FROM", "AutoDtype", "AutoQuantization", "auto_dtype", "auto_quantization", "cpu_bf16_flags", "warn_if_emulated"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,13 @@ def auto_dtype(device: str) -> AutoDtype:
                                 "float32)")
 
 
+# quantization="auto" quantises a model only from this many weights in its linear layers. Measured on a 2-core AVX2
+# EPYC (docs/benchmarks.md): Qwen2.5-1.5B (1.3e9 there) served 1.54-1.70x llama.cpp in int8 and 0.31x in float32,
+# while SmolLM2-135M (1.1e8) gained nothing in int8 (1,324-1,451 against 1,151-1,356 episodes/h), its make demo
+# took 445 s against float32's 364 s and answered 0 of 20 against 1. Between the two nothing was measured.
+AUTO_INT8_FROM = 1_000_000_000
+
+
 class AutoQuantization(NamedTuple):
     """What quantization="auto" resolves to (None: the model's dtype throughout), and the sentence that says why."""
 
@@ -82,10 +89,12 @@ def auto_quantization(device: str, dtype: str) -> AutoQuantization:
     """What quantization="auto" is on `device` when the dtype asked for is `dtype` ("auto" or a pinned one).
 
     int8 (FBGEMM: int8 weights, dynamic int8 activations with one scale per row) on a CPU without native bf16,
-    when the dtype is left to "auto" (float32 there): on a 2-core AVX2 EPYC it is the fastest kernel at every
-    row count (docs/benchmarks.md), and on the 20 sample questions with the BM25 agent and Qwen2.5-1.5B it
-    answered 4 against float32's 6, a difference McNemar cannot tell from noise (p = 0.625;
-    docs/results/dtypes-sample.md). A pinned dtype, a CPU with native bf16 and a GPU keep the model's dtype.
+    when the dtype is left to "auto" (float32 there), for a model with at least AUTO_INT8_FROM weights in its
+    linear layers (the engine applies that part at load, when the size is known): on a 2-core AVX2 EPYC it is
+    the fastest kernel at every row count (docs/benchmarks.md), and on the 20 sample questions with the BM25
+    agent and Qwen2.5-1.5B it answered 4 against float32's 6, a difference McNemar cannot tell from noise
+    (p = 0.625; docs/results/dtypes-sample.md). A pinned dtype, a CPU with native bf16 and a GPU keep the
+    model's dtype.
 
     Example:
         >>> auto_quantization("cpu", "auto")  # on an AVX2-only CPU
@@ -98,9 +107,10 @@ def auto_quantization(device: str, dtype: str) -> AutoQuantization:
     flags = cpu_bf16_flags()
     if flags:
         return AutoQuantization(None, f"the CPU has {'/'.join(flags)} (bf16 throughout)")
-    return AutoQuantization("int8", "the CPU has no native bf16: FBGEMM's int8 is its fastest kernel at every size, "
-                                    "and the sample suite's answers showed no significant loss against float32 "
-                                    "(docs/results/dtypes-sample.md); --quantization none keeps float32")
+    return AutoQuantization("int8", "for models of 1B+ weights in their linears; the CPU has no native bf16: FBGEMM's "
+                                    "int8 is its fastest kernel at every size, and the sample suite's answers showed "
+                                    "no significant loss against float32 (docs/results/dtypes-sample.md); smaller "
+                                    "models gained nothing and stay float32; --quantization none keeps float32")
 
 
 @functools.cache

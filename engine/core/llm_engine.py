@@ -88,14 +88,17 @@ class Engine:
         """Load `model` ("default", a shape name, a local HF directory or a .gguf file) and build an engine."""
         from models.loading import load_adapter
 
+        from engine.core.dtypes import AUTO_INT8_FROM
+
         config = config or EngineConfig()
-        if config.quantization == "auto":  # the engine keeps the concrete choice (runs record it)
-            config = dataclasses.replace(config, quantization=config.resolved_quantization())
         adapter = load_adapter(
-            model, device=config.resolved_device(), dtype=config.resolved_dtype(), quantization=config.quantization,
-            quantization_group_size=config.quantization_group_size, min_pixels=config.image_min_pixels,
-            max_pixels=config.image_max_pixels, lora=config.lora,
+            model, device=config.resolved_device(), dtype=config.resolved_dtype(),
+            quantization=config.resolved_quantization(), quantization_group_size=config.quantization_group_size,
+            min_pixels=config.image_min_pixels, max_pixels=config.image_max_pixels, lora=config.lora,
+            quantize_from=AUTO_INT8_FROM if config.quantization == "auto" else 0,
         )
+        if config.quantization == "auto":  # the engine keeps the concrete choice (runs record it)
+            config = dataclasses.replace(config, quantization=adapter.quantization)
         return cls(adapter, config)
 
     # --- sessions ----------------------------------------------------------------

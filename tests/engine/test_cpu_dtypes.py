@@ -334,7 +334,7 @@ def test_cpu_linears_take_onednn_only_off_intel_and_outside_autograd(monkeypatch
 
 
 def test_quantization_auto_is_int8_only_on_a_cpu_without_native_bf16_with_the_dtype_left_to_auto(monkeypatch):
-    from engine.cli.options import QUANTIZATION, parse_quantization, resolve_quantization
+    from engine.cli.options import QUANTIZATION, parse_quantization
     from engine.core import dtypes
     from tools.errors import DossierError
 
@@ -351,17 +351,27 @@ def test_quantization_auto_is_int8_only_on_a_cpu_without_native_bf16_with_the_dt
     with pytest.raises(DossierError, match="auto"):
         EngineConfig(quantization="int3")
     assert QUANTIZATION == "auto" and parse_quantization("none") is None and parse_quantization("None") is None
-    assert resolve_quantization("auto", "cpu", "auto") is None and resolve_quantization("int8", "cpu", "auto") == "int8"
 
 
 def test_an_engine_built_with_quantization_auto_keeps_the_concrete_choice(tiny_llama, monkeypatch):
-    """Engine.from_pretrained resolves "auto" once: the engine's config (what runs record) says int8 here."""
+    """Engine.from_pretrained resolves "auto" once, at load, when the model's size is known: int8 from
+    AUTO_INT8_FROM weights in the linears, float32 below (the engine's config, what runs record, says which)."""
     from engine import Engine
     from engine.core import dtypes
     from models.int_linear import Int8DynamicLinear
+    from models.quantize import linear_parameters
 
     monkeypatch.setattr(dtypes, "auto_quantization", _real_auto_quantization)
     folder, _ = tiny_llama
+    small = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4, quantization="auto"))
+    assert small.config.quantization is None and small.adapter.quantization is None
+    assert not any(isinstance(module, Int8DynamicLinear) for module in small.adapter.modules())
+    size = linear_parameters(small.adapter)
+    assert 0 < size < dtypes.AUTO_INT8_FROM
+    monkeypatch.setattr(dtypes, "AUTO_INT8_FROM", size)  # as if this model were large enough
     engine = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4, quantization="auto"))
     assert engine.config.quantization == "int8"
     assert any(isinstance(module, Int8DynamicLinear) for module in engine.adapter.modules())
+    pinned = Engine.from_pretrained(str(folder), EngineConfig(num_kv_blocks=64, block_size=4, dtype="float32",
+                                                              quantization="auto"))
+    assert pinned.config.quantization is None
