@@ -167,7 +167,11 @@ TABLES: dict[str, Table] = {t.name: t for t in (
                  "not archived) answered float32 6/20, bfloat16 5/20, int8 4/20, int4 3/20: across the two CPU "
                  "kinds float32 and int8 gave the same figures, bfloat16 (AMX tiles there, avx512_bf16 here) "
                  "moved, 7/20 against 5/20, and int4 (bf16 activations) gave 3/20 on both. The float32 row's 20 records (answers, citations, searches, token counts) equal "
-                 "the Xeon's run of 2026-12-02 made before the mode, record for record.")),
+                 "the Xeon's run of 2026-12-02 made before the mode, record for record."
+                 " On 2026-12-06 the int8 row re-run on an AVX2-only AMD EPYC (Zen 3, no AVX-512; 1 thread, commit "
+                 "da29129, where int8 is what --quantization auto picks for this model) gave the archived run's 20 "
+                 "records, record for record (wall time aside): int8 in the mode gave the same answers on three CPU "
+                 "kinds.")),
     Table("madqa-sample", "MADQA's agent and baselines on the sample suite (20 questions)", "sample", "bm25",
           _madqa_rows(), claims=_MADQA_CLAIMS, effort_row="bm25",
           notes=("The same rows run on another machine (an AVX2 AMD EPYC, 2 threads, 2026-12-01; those run directories "

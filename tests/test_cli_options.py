@@ -36,6 +36,8 @@ EXCEPTIONS = {
         "retrieval-eval": "where BM25 is scored, as in search",
     },
     "--dtype": {"bench maxsim": "the page vectors' storage, not a model's dtype"},
+    "--quantization": {"bench engine": "none: the engine is compared with HF generate on the same weights (an int8 "
+                                       "engine's tokens would differ from the peer's)"},
     "--deterministic": {"serve": "off: a server trades batch invariance for speed unless asked (docs/determinism.md)",
                         "bench engine": "off: the engine's speed figures are the default mode's; the mode is measured "
                                         "apart (benchmarks/bench_deterministic.py)",
@@ -67,7 +69,7 @@ EXCEPTIONS = {
 SHARED_DEFAULTS = {
     "--model": options.MODEL, "--device": options.DEVICE, "--dtype": options.DTYPE, "--threads": options.THREADS,
     "--kv-cache-gib": options.KV_CACHE_GIB, "--attention": options.ATTENTION,
-    "--max-batched-tokens": options.MAX_BATCHED_TOKENS, "--quantization": None, "--format": "human",
+    "--max-batched-tokens": options.MAX_BATCHED_TOKENS, "--quantization": options.QUANTIZATION, "--format": "human",
     "--corpus": None, "--limit": None, "--ocr": "auto",
 }
 SHARED_ALIASES = {

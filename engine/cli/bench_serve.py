@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DTYPE, MODEL, DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, corpus_opt,
+from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, corpus_opt,
                                 emit_json, fixed_threads, kv_cache_opt, pip_extra, threads_opt)
 
 __all__ = ["register_bench"]
@@ -41,7 +41,7 @@ def bench_serve(
     orders: Annotated[str, typer.Option(help="given: the --peers order; both: that order, then reversed (each "
                                              "printed).")] = "given",
     dtype: DtypeOpt = DTYPE,
-    quantization: QuantizationOpt = None,
+    quantization: QuantizationOpt = QUANTIZATION,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
         help="Run dossier serve in the batch-invariant mode (off by default, as `dossier serve`; its cost: "
