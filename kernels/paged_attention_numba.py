@@ -94,6 +94,22 @@ _softmax_rows = njit(fastmath=True, cache=True, inline="always")(_softmax_rows_j
     _softmax_rows_jit_ready
 
 
+def _store_eight_jit_ready(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7):
+    """Eight keys' dot products, scaled, as scores[g, t .. t + 7] (both kernels' eight-key tiles)."""
+    scores[g, t] = a0 * scale
+    scores[g, t + 1] = a1 * scale
+    scores[g, t + 2] = a2 * scale
+    scores[g, t + 3] = a3 * scale
+    scores[g, t + 4] = a4 * scale
+    scores[g, t + 5] = a5 * scale
+    scores[g, t + 6] = a6 * scale
+    scores[g, t + 7] = a7 * scale
+
+
+_store_eight = njit(fastmath=True, cache=True, inline="always")(_store_eight_jit_ready) if njit else \
+    _store_eight_jit_ready
+
+
 def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, out):
     """q (B, kv_heads, group, D); caches (blocks, block_size, kv_heads, D); block_tables (B, max_blocks); out like q.
 
@@ -130,14 +146,7 @@ def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts
                         a5 += x * k_cache[block, slot + 5, h, d]
                         a6 += x * k_cache[block, slot + 6, h, d]
                         a7 += x * k_cache[block, slot + 7, h, d]
-                    scores[g, t] = a0 * scale
-                    scores[g, t + 1] = a1 * scale
-                    scores[g, t + 2] = a2 * scale
-                    scores[g, t + 3] = a3 * scale
-                    scores[g, t + 4] = a4 * scale
-                    scores[g, t + 5] = a5 * scale
-                    scores[g, t + 6] = a6 * scale
-                    scores[g, t + 7] = a7 * scale
+                    _store_eight(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
                 t += 8
             else:
                 for g in range(group):
@@ -223,14 +232,7 @@ def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_sta
                     a5 += x * rows[5, d]
                     a6 += x * rows[6, d]
                     a7 += x * rows[7, d]
-                scores[g, t] = a0 * scale
-                scores[g, t + 1] = a1 * scale
-                scores[g, t + 2] = a2 * scale
-                scores[g, t + 3] = a3 * scale
-                scores[g, t + 4] = a4 * scale
-                scores[g, t + 5] = a5 * scale
-                scores[g, t + 6] = a6 * scale
-                scores[g, t + 7] = a7 * scale
+                _store_eight(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
             t += tile
         _softmax_rows(scores, group, length, bits)
         acc_out = np.zeros((group, dim), dtype=np.float32)
