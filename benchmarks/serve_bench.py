@@ -208,8 +208,8 @@ def _transformers_server(folder: Path, workload: ServeWorkload, temporary: Path 
                "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port),
                "--cb-block-size", str(block), "--cb-num-blocks", str(blocks), "--log-level", "warning"]
     # pinned to the folder: a request must name it exactly
-    return Server("transformers serve", command, _env(workload.threads, peer=True), str(folder), url=f"http://127.0.0.1:{port}",
-                  temporary=temporary)
+    return Server("transformers serve", command, _env(workload.threads, peer=True), str(folder),
+                  url=f"http://127.0.0.1:{port}", temporary=temporary)
 
 
 def run_clients(url: str, model: str, env, questions, workload: ServeWorkload, stream_usage: bool,

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, DtypeOpt, FormatOpt, ModelOpt, OutputFormat, QuantizationOpt, corpus_opt,
-                                emit_json, fixed_threads, kv_cache_opt, pip_extra, threads_opt)
+from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, DtypeOpt, FormatOpt, ModelOpt, OutputFormat,
+                                QuantizationOpt, corpus_opt, emit_json, fixed_threads, kv_cache_opt, pip_extra,
+                                threads_opt)
 
 __all__ = ["register_bench"]
 

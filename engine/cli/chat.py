@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, DeviceOpt,
-                                DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxModelLenOpt, ModelOpt, QUANTIZATION, QuantizationOpt, ThreadsOpt,
-                                parse_quantization, parse_threads, set_threads)
+from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, QUANTIZATION, THREADS,
+                                DeviceOpt, DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxModelLenOpt, ModelOpt,
+                                QuantizationOpt, ThreadsOpt, parse_quantization, parse_threads, set_threads)
 
 __all__ = ["register"]
 

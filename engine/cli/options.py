@@ -138,23 +138,23 @@ GpuMemoryOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="S
                                              "may use (weights, activations, CUDA graphs, KV pool), 0-1; sizes the KV "
                                              "pool when --kv-cache-gib is not given. Ignored on a CPU.")]
 
-QUANTIZATION = "auto"  # run, serve and chat; the benchmarks keep the model's dtype unless told
+QUANTIZATION = "auto"  # run, serve, chat and bench serve; bench engine keeps none (its HF peer runs the same weights)
 QuantizationOpt = Annotated[
     str | None,
     typer.Option("--quantization", help="Weight quantisation of the language model's linear layers: auto (int8 for a "
                                         "model of 1B+ weights in its linears on a CPU without native bf16 when "
-                                        "--dtype is auto, none elsewhere; `dossier version` says which here), none, int4 (CPU: torch's native kernel, groups of "
-                                        "32, for decode steps; prefill keeps a dense copy; a Q4 GGUF's own codes are "
-                                        "recovered), int8 (CPU: FBGEMM dynamic int8, one activation scale per row; "
-                                        "GPU: bitsandbytes) or nf4 (bitsandbytes; " + pip_extra("quant") + "). "
-                                        "Vision towers, embeddings and the output head keep the model dtype."),
+                                        "--dtype is auto, none elsewhere; `dossier version` says which here), none, "
+                                        "int4 (CPU: torch's native kernel, groups of 32, for decode steps; prefill "
+                                        "keeps a dense copy; a Q4 GGUF's own codes are recovered), int8 (CPU: FBGEMM "
+                                        "dynamic int8, one activation scale per row; GPU: bitsandbytes) or nf4 "
+                                        "(bitsandbytes; " + pip_extra("quant") + "). Vision towers, embeddings and "
+                                        "the output head keep the model dtype."),
 ]
 
 
 def parse_quantization(value: str | None) -> str | None:
     """--quantization's value for EngineConfig: "none" (or nothing) is None; the rest as given (checked there)."""
     return None if value is None or value.lower() == "none" else value
-
 
 
 ATTENTION = "auto"

@@ -17,7 +17,8 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
-__all__ = ["AUTO_INT8_FROM", "AutoDtype", "AutoQuantization", "auto_dtype", "auto_quantization", "cpu_bf16_flags", "warn_if_emulated"]
+__all__ = ["AUTO_INT8_FROM", "AutoDtype", "AutoQuantization", "auto_dtype", "auto_quantization", "cpu_bf16_flags",
+           "warn_if_emulated"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def auto_quantization(device: str, dtype: str) -> AutoQuantization:
 
     Example:
         >>> auto_quantization("cpu", "auto")  # on an AVX2-only CPU
-        ('int8', 'the CPU has no native bf16: ...')
+        ('int8', 'for models of 1B+ weights in their linears; the CPU has no native bf16: ...')
     """
     if device == "cuda":
         return AutoQuantization(None, "a CUDA device (bf16 throughout)")

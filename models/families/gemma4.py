@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models import cpu_matmul
 from models.base import SampledRows
 from models.batch_invariant import row_tiles
 from models.decoder import DecoderLayer, LayerSpec, RMSNorm, text_decoder
@@ -136,7 +137,7 @@ class Gemma4Experts(nn.Module):
 
     def _linear(self, rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         if self.row_tile is None:
-            return F.linear(rows, weight)
+            return cpu_matmul.linear(rows, weight)
         return row_tiles(rows, lambda part: F.linear(part, weight), self.row_tile)
 
     def forward(self, x: torch.Tensor, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
