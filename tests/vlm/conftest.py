@@ -102,22 +102,24 @@ def build_tokenizer(family: str):
     return tokenizer
 
 
-def build_config(family: str, tokenizer):
-    """The family's tiny config (FamilySpec.tiny) with the test tokenizer's vocabulary and marker ids."""
+def build_config(family: str, tokenizer, text_extra: dict | None = None):
+    """The family's tiny config (FamilySpec.tiny) with the test tokenizer's vocabulary and marker ids; `text_extra`
+    changes the text model's (e.g. Gemma 4's mixture of experts)."""
     spec = family_for(family)
     vocab = tokenizer.get_vocab()
     text = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                 num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6)
     text.update(spec.tiny["text_config"])  # a family's own sizes win (Qwen3.5: 4 layers, 3 of them linear)
+    text.update(text_extra or {})
     markers = {key: vocab[token] for key, token in spec.inputs.markers}
     return spec.config(text_config=text, vision_config=dict(spec.tiny["vision_config"]), **markers,
                        **spec.tiny.get("config", {}))
 
 
 @torch.no_grad()
-def build_model(family: str, tokenizer, seed: int = 0, std: float = 0.25):
+def build_model(family: str, tokenizer, seed: int = 0, std: float = 0.25, text_extra: dict | None = None):
     spec = family_for(family)
-    config = build_config(family, tokenizer)
+    config = build_config(family, tokenizer, text_extra)
     torch.manual_seed(seed)
     model = spec.reference()(config).eval()
     generator = torch.Generator().manual_seed(seed)
@@ -153,9 +155,9 @@ def image_processor(family: str):
                image_mean=list(spec.inputs.image_mean), image_std=list(spec.inputs.image_std))
 
 
-def save_model(folder, family: str):
+def save_model(folder, family: str, text_extra: dict | None = None):
     tokenizer = build_tokenizer(family)
-    model = build_model(family, tokenizer)
+    model = build_model(family, tokenizer, text_extra=text_extra)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     image_processor(family).save_pretrained(folder)

@@ -12,7 +12,7 @@ import torch
 
 from engine import Engine, EngineConfig, SamplingParams
 from tests.engine.conftest import BF16_MEAN_VS_HF, NO_BF16
-from tests.vlm.conftest import make_image
+from tests.vlm.conftest import make_image, save_model
 from tests.vlm.reference import LogitSpy, hf_greedy, hf_inputs, hf_logits
 
 TOLERANCE = 1e-4  # max |Δlogit| in fp32
@@ -72,7 +72,28 @@ def check_logits(spy: LogitSpy, session, model, vision, prompt_lengths: list[int
 @pytest.mark.parametrize("token_budget", [2048, 5])
 def test_three_turns_with_new_images_match_full_recompute(vl_model, token_budget):
     family, folder, model, _ = vl_model
+    three_turns_with_images(family, folder, model, token_budget)
+
+
+def test_gemma4_with_a_mixture_of_experts_matches_full_recompute_over_image_turns(tmp_path):
+    """Gemma 4's 26B-A4B layer (experts beside every dense MLP) on image turns: the same three turns, tokens equal to
+    HF generate and logits within 1e-4 of its full forward, every expert of the first layer given tokens."""
+    model, _ = save_model(tmp_path, "gemma4", text_extra=dict(enable_moe_block=True, num_experts=4, top_k_experts=2,
+                                                              moe_intermediate_size=24))
+    assert model.config.text_config.enable_moe_block
+    routed = set()
+    engine = three_turns_with_images(
+        "gemma4", tmp_path, model, 5,
+        before=lambda engine: engine.adapter.layers[0].router.register_forward_hook(
+            lambda module, args, out: routed.update(out[1].flatten().tolist())))
+    assert all(layer.experts is not None for layer in engine.adapter.layers)
+    assert routed == {0, 1, 2, 3}
+
+
+def three_turns_with_images(family, folder, model, token_budget, before=None) -> Engine:
     engine = engine_for(folder, max_num_batched_tokens=token_budget)
+    if before is not None:
+        before(engine)
     spy = LogitSpy(engine)
     session = engine.open_session()
     vision = engine.processor.vision
@@ -88,6 +109,7 @@ def test_three_turns_with_new_images_match_full_recompute(vl_model, token_budget
             assert reply.counters.tokens_cached == reply.history_tokens - 1, "history was recomputed"
     check_logits(spy, session, model, vision, prompt_lengths)
     assert engine.stats()["vision"]["images_encoded"] == 4
+    return engine
 
 
 def test_batched_sessions_equal_single_sessions(vl_model):
