@@ -23,14 +23,15 @@ import time
 from benchmarks.bench_deterministic import cpu_kind  # one CPU-kind reader for the benchmarks
 
 
-def profile(model: str, attention: str, batch: int, context: int, steps: int, dtype: str) -> dict:
+def profile(model: str, attention: str, batch: int, context: int, steps: int, dtype: str, threads: int) -> dict:
     from engine.core import attention_cpu
     from engine.core.config import EngineConfig
     from engine.core.llm_engine import Engine
     from engine.core.sampling_params import SamplingParams
 
     tokens_needed = batch * (context + steps + 16)
-    engine = Engine.from_pretrained(model, EngineConfig(attention_backend=attention, dtype=dtype,
+    # a fixed thread count: the engine's default adapts to other processes' load, which would make rows differ
+    engine = Engine.from_pretrained(model, EngineConfig(attention_backend=attention, dtype=dtype, cpu_threads=threads,
                                                         num_kv_blocks=tokens_needed // 16 + batch + 8,
                                                         enable_prefix_caching=False, max_num_batched_tokens=4096))
     layers = engine.adapter.shape.num_layers
@@ -56,7 +57,7 @@ def profile(model: str, attention: str, batch: int, context: int, steps: int, dt
         finally:
             spent.append(time.perf_counter() - started)
 
-    step_times, attention_times = [], []
+    step_times, attention_times, used = [], [], set()
     backend_class._decode = timed
     try:
         for _ in range(steps):
@@ -64,6 +65,7 @@ def profile(model: str, attention: str, batch: int, context: int, steps: int, dt
             started = time.perf_counter()
             engine.step()
             step_times.append(time.perf_counter() - started)
+            used.add(_threads())
             attention_times.append(sum(spent))
     finally:
         backend_class._decode = original
@@ -72,7 +74,7 @@ def profile(model: str, attention: str, batch: int, context: int, steps: int, dt
     step_ms, attention_ms = statistics.median(step_times) * 1e3, statistics.median(attention_times) * 1e3
     return {"attention": attention, "batch": batch, "context": context, "step_ms": round(step_ms, 2),
             "attention_ms": round(attention_ms, 2), "attention_ms_per_layer": round(attention_ms / layers, 3),
-            "attention_share": round(attention_ms / step_ms, 3), "layers": layers, "threads": _threads()}
+            "attention_share": round(attention_ms / step_ms, 3), "layers": layers, "threads": sorted(used)}
 
 
 def _threads() -> int:
@@ -89,19 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", nargs="+", type=int, default=[512, 2048])
     parser.add_argument("--steps", type=int, default=12, help="decode steps timed (the median is reported)")
     parser.add_argument("--dtype", default="auto", help="engine dtype (auto: bf16 on a CPU with native bf16)")
+    parser.add_argument("--threads", type=int, default=None, help="forward threads, fixed (default: every core)")
     parser.add_argument("--format", choices=("human", "json"), default="human")
     args = parser.parse_args(argv)
+    from engine.core.threads import available_cores
+
+    threads = args.threads or available_cores()
     rows = []
     for attention in args.attention:
         for batch in args.batch:
             for context in args.context:
                 print(f"… {attention} batch {batch} context {context}", file=sys.stderr, flush=True)
-                rows.append(profile(args.model, attention, batch, context, args.steps, args.dtype))
+                rows.append(profile(args.model, attention, batch, context, args.steps, args.dtype, threads))
     result = {"cpu": cpu_kind(), "model": args.model, "dtype": args.dtype, "rows": rows}
     if args.format == "json":
         print(json.dumps(result, indent=1))
         return 0
-    print(f"{result['cpu']} · model {args.model} · dtype {args.dtype} · {rows[0]['threads']} torch threads")
+    used = sorted({count for row in rows for count in row["threads"]})
+    print(f"{result['cpu']} · model {args.model} · dtype {args.dtype} · torch threads during the steps: {used}")
     print(f"{'attention':9s} {'batch':>5s} {'context':>7s} {'step ms':>8s} {'attn ms':>8s} {'per layer':>9s} {'share':>6s}")
     for row in rows:
         print(f"{row['attention']:9s} {row['batch']:5d} {row['context']:7d} {row['step_ms']:8.1f} "
