@@ -5,7 +5,8 @@ opens `--batch` sessions of `--context` random tokens each in the engine, prefil
 `--steps` decode steps, and inside them every call of the attention backend's decode path (the numba
 kernel, or SDPA with its gather). Reported per (attention backend, batch, context): ms per step, ms of
 decode attention per step and per layer, and attention's share of the step. Run alone on the machine,
-and name the CPU kind (it is printed).
+and name the CPU kind (it is printed). The forward's threads are pinned (`--threads`, default every core):
+the engine's own default follows other processes' load, which would let rows of one table differ.
 
     python -m benchmarks.decode_profile --model default
     python -m benchmarks.decode_profile --model default --batch 1 8 16 --context 512 2048 8192 --attention numba sdpa
