@@ -40,15 +40,14 @@ import numpy as np
 import torch
 
 try:
-    import numba
     from numba import njit, prange
 except ImportError:  # pragma: no cover - numba is a core dependency
-    numba = njit = None
+    njit = None
     prange = range
 
 __all__ = [
     "available", "paged_decode", "paged_decode_bf16", "paged_decode_bf16_jit_ready", "paged_decode_jit_ready",
-    "paged_decode_torch", "tasks_layout",
+    "paged_decode_torch",
 ]
 
 
@@ -111,96 +110,82 @@ _store_eight = njit(fastmath=True, cache=True, inline="always")(_store_eight_jit
     _store_eight_jit_ready
 
 
-def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, heads_per_task, out):
+def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, out):
     """q (B, kv_heads, group, D); caches (blocks, block_size, kv_heads, D); block_tables (B, max_blocks); out like q.
 
     Query b attends to cache rows kv_starts[b] .. kv_lens[b] - 1 (a start above 0: a sliding window).
-    One task per sequence and run of `heads_per_task` KV heads (`tasks_layout` picks it). Keys go eight at a
-    time where eight consecutive slots lie in one block, and within those eight slots every KV head of the
-    task in turn: a cache row holds the KV heads side by side, so a task of all heads reads each block as
-    one contiguous stretch (the hardware prefetcher's case) where a task of one head reads a slice of every
-    row. Each query head's eight dot products share one pass over its q row, each output row takes eight
-    weighted values in one read-modify-write, and the block table is read once per eight keys. Other keys
-    (a block's tail when the block size is not a multiple of 8, a window's unaligned start) go one at a time.
+    Keys go eight at a time where eight consecutive slots lie in one block (as the bf16 kernel's rows):
+    each query head's eight dot products share one pass over its q row, each output row takes eight
+    weighted values in one read-modify-write, and the block table is read once per eight keys. Other
+    keys (a block's tail when the block size is not a multiple of 8, a window's unaligned start) go one
+    at a time.
     """
     batch, kv_heads, group, dim = q.shape
     block_size = k_cache.shape[1]
-    chunks = (kv_heads + heads_per_task - 1) // heads_per_task
-    for task in prange(batch * chunks):
-        b = task // chunks
-        h0 = (task % chunks) * heads_per_task
-        h1 = min(h0 + heads_per_task, kv_heads)
+    for task in prange(batch * kv_heads):
+        b = task // kv_heads
+        h = task % kv_heads
         first = kv_starts[b]
         length = kv_lens[b] - first
-        rows = (h1 - h0) * group
-        scores = np.empty((rows, length), dtype=np.float32)
+        scores = np.empty((group, length), dtype=np.float32)
         bits = np.empty(length, dtype=np.int32)
         t = 0
         while t < length:
             block = block_tables[b, (first + t) // block_size]
             slot = (first + t) % block_size
             if slot + 8 <= block_size and t + 8 <= length:
-                for h in range(h0, h1):
-                    for g in range(group):
-                        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
-                        for d in range(dim):
-                            x = q[b, h, g, d]
-                            a0 += x * k_cache[block, slot, h, d]
-                            a1 += x * k_cache[block, slot + 1, h, d]
-                            a2 += x * k_cache[block, slot + 2, h, d]
-                            a3 += x * k_cache[block, slot + 3, h, d]
-                            a4 += x * k_cache[block, slot + 4, h, d]
-                            a5 += x * k_cache[block, slot + 5, h, d]
-                            a6 += x * k_cache[block, slot + 6, h, d]
-                            a7 += x * k_cache[block, slot + 7, h, d]
-                        _store_eight(scores, (h - h0) * group + g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
+                for g in range(group):
+                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+                    for d in range(dim):
+                        x = q[b, h, g, d]
+                        a0 += x * k_cache[block, slot, h, d]
+                        a1 += x * k_cache[block, slot + 1, h, d]
+                        a2 += x * k_cache[block, slot + 2, h, d]
+                        a3 += x * k_cache[block, slot + 3, h, d]
+                        a4 += x * k_cache[block, slot + 4, h, d]
+                        a5 += x * k_cache[block, slot + 5, h, d]
+                        a6 += x * k_cache[block, slot + 6, h, d]
+                        a7 += x * k_cache[block, slot + 7, h, d]
+                    _store_eight(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
                 t += 8
             else:
-                for h in range(h0, h1):
-                    for g in range(group):
-                        acc = np.float32(0.0)
-                        for d in range(dim):
-                            acc += q[b, h, g, d] * k_cache[block, slot, h, d]
-                        scores[(h - h0) * group + g, t] = acc * scale
+                for g in range(group):
+                    acc = np.float32(0.0)
+                    for d in range(dim):
+                        acc += q[b, h, g, d] * k_cache[block, slot, h, d]
+                    scores[g, t] = acc * scale
                 t += 1
-        _softmax_rows(scores, rows, length, bits)
-        acc_out = np.zeros((rows, dim), dtype=np.float32)
+        _softmax_rows(scores, group, length, bits)
+        acc_out = np.zeros((group, dim), dtype=np.float32)
         t = 0
         while t < length:
             block = block_tables[b, (first + t) // block_size]
             slot = (first + t) % block_size
             if slot + 8 <= block_size and t + 8 <= length:
-                for h in range(h0, h1):
-                    for g in range(group):
-                        r = (h - h0) * group + g
-                        p0, p1, p2, p3 = scores[r, t], scores[r, t + 1], scores[r, t + 2], scores[r, t + 3]
-                        p4, p5, p6, p7 = scores[r, t + 4], scores[r, t + 5], scores[r, t + 6], scores[r, t + 7]
-                        for d in range(dim):
-                            acc_out[r, d] += (p0 * v_cache[block, slot, h, d] + p1 * v_cache[block, slot + 1, h, d]
-                                              + p2 * v_cache[block, slot + 2, h, d]
-                                              + p3 * v_cache[block, slot + 3, h, d]
-                                              + p4 * v_cache[block, slot + 4, h, d]
-                                              + p5 * v_cache[block, slot + 5, h, d]
-                                              + p6 * v_cache[block, slot + 6, h, d]
-                                              + p7 * v_cache[block, slot + 7, h, d])
+                for g in range(group):
+                    p0, p1, p2, p3 = scores[g, t], scores[g, t + 1], scores[g, t + 2], scores[g, t + 3]
+                    p4, p5, p6, p7 = scores[g, t + 4], scores[g, t + 5], scores[g, t + 6], scores[g, t + 7]
+                    for d in range(dim):
+                        acc_out[g, d] += (p0 * v_cache[block, slot, h, d] + p1 * v_cache[block, slot + 1, h, d]
+                                          + p2 * v_cache[block, slot + 2, h, d] + p3 * v_cache[block, slot + 3, h, d]
+                                          + p4 * v_cache[block, slot + 4, h, d] + p5 * v_cache[block, slot + 5, h, d]
+                                          + p6 * v_cache[block, slot + 6, h, d] + p7 * v_cache[block, slot + 7, h, d])
                 t += 8
             else:
-                for h in range(h0, h1):
-                    for g in range(group):
-                        p = scores[(h - h0) * group + g, t]
-                        for d in range(dim):
-                            acc_out[(h - h0) * group + g, d] += p * v_cache[block, slot, h, d]
+                for g in range(group):
+                    p = scores[g, t]
+                    for d in range(dim):
+                        acc_out[g, d] += p * v_cache[block, slot, h, d]
                 t += 1
-        for h in range(h0, h1):
-            for g in range(group):
-                for d in range(dim):
-                    out[b, h, g, d] = acc_out[(h - h0) * group + g, d]
+        for g in range(group):
+            for d in range(dim):
+                out[b, h, g, d] = acc_out[g, d]
 
 
 paged_decode = njit(parallel=True, fastmath=True, cache=True)(paged_decode_jit_ready) if njit else None
 
 
-def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_starts, scale, heads_per_task, out):
+def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_starts, scale, out):
     """As `paged_decode_jit_ready` over bf16 caches given as uint16 bits; q and out float32.
 
     Cache rows are widened to float32 eight at a time into `rows` (the float32 view of `rows_bits`),
@@ -208,93 +193,75 @@ def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_sta
     row takes the eight weighted values in one read-modify-write instead of eight. Hand-unrolled:
     eight scalars stay in registers, an array of eight partial sums would not. The sequence's last
     length % 8 rows go one at a time. 1.46-1.52x the one-row-at-a-time loop (one thread, 1 x 2048, 8 x 512).
-    Tasks and the order of heads within eight slots as the float32 kernel's.
     """
     batch, kv_heads, group, dim = q.shape
     block_size = k_bits.shape[1]
     shift = np.uint32(16)  # a uint32 shift keeps the widening loop in 32-bit lanes
-    chunks = (kv_heads + heads_per_task - 1) // heads_per_task
-    for task in prange(batch * chunks):
-        b = task // chunks
-        h0 = (task % chunks) * heads_per_task
-        h1 = min(h0 + heads_per_task, kv_heads)
+    for task in prange(batch * kv_heads):
+        b = task // kv_heads
+        h = task % kv_heads
         first = kv_starts[b]
         length = kv_lens[b] - first
         rows_bits = np.empty((8, dim), dtype=np.uint32)
         rows = rows_bits.view(np.float32)  # the same memory: bf16 bits << 16 is the float32 value
-        scores = np.empty(((h1 - h0) * group, length), dtype=np.float32)
+        scores = np.empty((group, length), dtype=np.float32)
         bits = np.empty(length, dtype=np.int32)
         t = 0
         while t < length:
             tile = 8 if t + 8 <= length else 1
-            for h in range(h0, h1):
-                for r in range(tile):
-                    block = block_tables[b, (first + t + r) // block_size]
-                    slot = (first + t + r) % block_size
+            for r in range(tile):
+                block = block_tables[b, (first + t + r) // block_size]
+                slot = (first + t + r) % block_size
+                for d in range(dim):
+                    rows_bits[r, d] = np.uint32(k_bits[block, slot, h, d]) << shift
+            for g in range(group):
+                if tile == 1:
+                    acc = np.float32(0.0)
                     for d in range(dim):
-                        rows_bits[r, d] = np.uint32(k_bits[block, slot, h, d]) << shift
-                for g in range(group):
-                    row = (h - h0) * group + g
-                    if tile == 1:
-                        acc = np.float32(0.0)
-                        for d in range(dim):
-                            acc += q[b, h, g, d] * rows[0, d]
-                        scores[row, t] = acc * scale
-                        continue
-                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
-                    for d in range(dim):
-                        x = q[b, h, g, d]
-                        a0 += x * rows[0, d]
-                        a1 += x * rows[1, d]
-                        a2 += x * rows[2, d]
-                        a3 += x * rows[3, d]
-                        a4 += x * rows[4, d]
-                        a5 += x * rows[5, d]
-                        a6 += x * rows[6, d]
-                        a7 += x * rows[7, d]
-                    _store_eight(scores, row, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
+                        acc += q[b, h, g, d] * rows[0, d]
+                    scores[g, t] = acc * scale
+                    continue
+                a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(0.0)
+                for d in range(dim):
+                    x = q[b, h, g, d]
+                    a0 += x * rows[0, d]
+                    a1 += x * rows[1, d]
+                    a2 += x * rows[2, d]
+                    a3 += x * rows[3, d]
+                    a4 += x * rows[4, d]
+                    a5 += x * rows[5, d]
+                    a6 += x * rows[6, d]
+                    a7 += x * rows[7, d]
+                _store_eight(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
             t += tile
-        _softmax_rows(scores, (h1 - h0) * group, length, bits)
-        acc_out = np.zeros(((h1 - h0) * group, dim), dtype=np.float32)
+        _softmax_rows(scores, group, length, bits)
+        acc_out = np.zeros((group, dim), dtype=np.float32)
         t = 0
         while t < length:
             tile = 8 if t + 8 <= length else 1
-            for h in range(h0, h1):
-                for r in range(tile):
-                    block = block_tables[b, (first + t + r) // block_size]
-                    slot = (first + t + r) % block_size
-                    for d in range(dim):
-                        rows_bits[r, d] = np.uint32(v_bits[block, slot, h, d]) << shift
-                for g in range(group):
-                    row = (h - h0) * group + g
-                    if tile == 1:
-                        p = scores[row, t]
-                        for d in range(dim):
-                            acc_out[row, d] += p * rows[0, d]
-                        continue
-                    p0, p1, p2, p3 = scores[row, t], scores[row, t + 1], scores[row, t + 2], scores[row, t + 3]
-                    p4, p5, p6, p7 = scores[row, t + 4], scores[row, t + 5], scores[row, t + 6], scores[row, t + 7]
-                    for d in range(dim):
-                        acc_out[row, d] += (p0 * rows[0, d] + p1 * rows[1, d] + p2 * rows[2, d] + p3 * rows[3, d]
-                                            + p4 * rows[4, d] + p5 * rows[5, d] + p6 * rows[6, d] + p7 * rows[7, d])
-            t += tile
-        for h in range(h0, h1):
-            for g in range(group):
+            for r in range(tile):
+                block = block_tables[b, (first + t + r) // block_size]
+                slot = (first + t + r) % block_size
                 for d in range(dim):
-                    out[b, h, g, d] = acc_out[(h - h0) * group + g, d]
+                    rows_bits[r, d] = np.uint32(v_bits[block, slot, h, d]) << shift
+            for g in range(group):
+                if tile == 1:
+                    p = scores[g, t]
+                    for d in range(dim):
+                        acc_out[g, d] += p * rows[0, d]
+                    continue
+                p0, p1, p2, p3 = scores[g, t], scores[g, t + 1], scores[g, t + 2], scores[g, t + 3]
+                p4, p5, p6, p7 = scores[g, t + 4], scores[g, t + 5], scores[g, t + 6], scores[g, t + 7]
+                for d in range(dim):
+                    acc_out[g, d] += (p0 * rows[0, d] + p1 * rows[1, d] + p2 * rows[2, d] + p3 * rows[3, d]
+                                      + p4 * rows[4, d] + p5 * rows[5, d] + p6 * rows[6, d] + p7 * rows[7, d])
+            t += tile
+        for g in range(group):
+            for d in range(dim):
+                out[b, h, g, d] = acc_out[g, d]
 
 
 paged_decode_bf16 = njit(parallel=True, fastmath=True, cache=True)(paged_decode_bf16_jit_ready) if njit else None
-
-
-def tasks_layout(batch: int, kv_heads: int) -> int:
-    """KV heads per task: all of a sequence's when the sequences alone give every thread a task, else one.
-
-    A task of all heads reads each block of K and V front to back; at 8 x 2048 on an AVX2 EPYC (Zen 3, 2 threads,
-    caches larger than L3) that took a SmolLM2 layer from 2.41 to 1.95 ms. One sequence on two threads still needs
-    a task per head to use both.
-    """
-    return kv_heads if numba is not None and batch >= numba.get_num_threads() else 1
 
 
 def available() -> bool:
@@ -318,18 +285,17 @@ def paged_decode_torch(
     assert k_cache.is_contiguous() and v_cache.is_contiguous() and q.is_contiguous()
     scale = np.float32(q.shape[-1] ** -0.5)
     starts = torch.zeros_like(kv_lens) if window is None else (kv_lens - window).clamp(min=0)
-    heads_per_task = tasks_layout(q.shape[0], q.shape[1])
     if q.dtype == torch.bfloat16:
         queries = q.float()  # (B, kv_heads, group, D): one row per query head, widened here
         out = torch.empty_like(queries)
         k_bits = k_cache.view(torch.int16).numpy().view(np.uint16)  # the cache's own memory, no copy
         v_bits = v_cache.view(torch.int16).numpy().view(np.uint16)
         paged_decode_bf16(queries.numpy(), k_bits, v_bits, block_tables.numpy(), kv_lens.numpy(), starts.numpy(),
-                          scale, heads_per_task, out.numpy())
+                          scale, out.numpy())
         return out.to(torch.bfloat16)
     out = torch.empty_like(q)
     paged_decode(
         q.numpy(), k_cache.numpy(), v_cache.numpy(), block_tables.numpy(), kv_lens.numpy(), starts.numpy(), scale,
-        heads_per_task, out.numpy(),
+        out.numpy(),
     )
     return out

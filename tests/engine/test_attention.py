@@ -5,7 +5,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import paged_attention_numba
 from kernels.paged_attention_numba import paged_decode_bf16_jit_ready, paged_decode_jit_ready, paged_decode_torch
 from engine.core.step_layout import StepLayout, pack_to_device
 
@@ -105,7 +104,7 @@ def test_plain_python_source_is_the_same_bf16_kernel():
     out = np.empty(q.shape, dtype=np.float32)
     bits = [cache.view(torch.int16).numpy().view(np.uint16) for cache in (k_cache, v_cache)]
     paged_decode_bf16_jit_ready(q.float().numpy(), *bits, tables.numpy(), lens.numpy(), np.zeros_like(lens.numpy()),
-                                np.float32(8 ** -0.5), 2, out)
+                                np.float32(8 ** -0.5), out)
     assert_bf16_close(paged_decode_torch(q, k_cache, v_cache, tables, lens), torch.from_numpy(out), "plain python")
 
 
@@ -113,34 +112,9 @@ def test_plain_python_source_is_the_same_kernel():
     q, k_cache, v_cache, tables, lens = case(2, 2, 2, 8, 4, seed=3)
     out = np.empty(q.shape, dtype=np.float32)
     paged_decode_jit_ready(q.numpy(), k_cache.numpy(), v_cache.numpy(), tables.numpy(), lens.numpy(),
-                           np.zeros_like(lens.numpy()), np.float32(8 ** -0.5), 2, out)
+                           np.zeros_like(lens.numpy()), np.float32(8 ** -0.5), out)
     diff = np.abs(out - paged_decode_torch(q, k_cache, v_cache, tables, lens).numpy())
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("batch", [1, 2, 7])
-def test_numba_decode_is_the_same_whatever_the_heads_per_task(monkeypatch, dtype, batch):
-    """A task of one KV head, of two, or of all three reads other rows in another order: the same sums, each
-    query head's own, so the same bits; and each layout still matches SDPA (float32: to ATOL)."""
-    q, k_cache, v_cache, tables, lens = case(batch, 3, 2, 16, 4, seed=batch, dtype=dtype, max_blocks=7)
-    outs = []
-    for heads in (1, 2, 3):
-        monkeypatch.setattr(paged_attention_numba, "tasks_layout", lambda b, h, heads=heads: heads)
-        outs.append(paged_decode_torch(q, k_cache, v_cache, tables, lens, 9 if batch == 2 else None))
-    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
-    want = reference(q.float(), k_cache.float(), v_cache.float(), tables, lens, 9 if batch == 2 else None)
-    if dtype == torch.float32:
-        assert (outs[0] - want).abs().max() < ATOL
-    else:
-        assert_bf16_close(outs[0], want, f"batch {batch}")
-
-
-def test_tasks_layout_gives_every_thread_a_task(monkeypatch):
-    monkeypatch.setattr(paged_attention_numba.numba, "get_num_threads", lambda: 2)
-    assert paged_attention_numba.tasks_layout(8, 3) == 3
-    assert paged_attention_numba.tasks_layout(2, 2) == 2
-    assert paged_attention_numba.tasks_layout(1, 3) == 1
 
 
 def dense_attention(q, k, v, first_query: int, window: int | None) -> torch.Tensor:
