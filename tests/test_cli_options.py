@@ -104,8 +104,9 @@ def _leaf_options():
 
 def _signature(option: TyperOption) -> tuple:
     """What must agree: the value type (choices included), flag or value, repeatable, and the default."""
-    annotation = option.type_descriptor.annotation  # the value's Python type, `| None` taken off
-    kind = getattr(annotation, "__name__", str(annotation))
+    name = type(option.type).__name__  # click's type of the value (a range of ints is an int), and its choices
+    kind = ({"IntRange": "IntParamType", "FloatRange": "FloatParamType"}.get(name, name),
+            tuple(getattr(option.type, "choices", None) or ()))
     default = option.default.value if isinstance(option.default, Enum) else option.default
     return kind, option.is_flag, option.multiple, default
 

@@ -1,7 +1,8 @@
 """Commands that need no model never import torch (about a second of a cold start on the project's CPUs), and
 one `dossier search` on the CPU imports neither numba nor bm25s (their imports and numba's cached kernel were
-0.3-0.5 s of a 0.8 s cold query on an AMD EPYC; numpy scores one query in far less, with the same bits), nor the
-other commands (engine/cli/main.py builds only the named command's module: the run command's options import
+0.3-0.5 s of a 0.8 s cold query on an AMD EPYC; numpy scores one query in far less, with the same bits), nor
+pydantic (typer 0.29 validates every option through pydantic: 0.17 s of CPU a start; pyproject pins typer below it),
+nor the other commands (engine/cli/main.py builds only the named command's module: the run command's options import
 every agent's settings, and Typer converts each command it holds)."""
 
 import subprocess
@@ -16,7 +17,8 @@ from tests.agents.scripted import build_corpus, questions, search_then_answer
 
 WATCH = ("import atexit, sys; atexit.register(lambda: print('TORCH_LOADED', 'torch' in sys.modules, "
          "'NUMBA_LOADED', 'numba' in sys.modules, 'BM25S_LOADED', 'bm25s' in sys.modules, "
-         "'SETTINGS_LOADED', 'engine.agents.settings' in sys.modules, file=sys.stderr)); "
+         "'SETTINGS_LOADED', 'engine.agents.settings' in sys.modules, 'PYDANTIC_LOADED', 'pydantic' in sys.modules, "
+         "file=sys.stderr)); "
          "from engine.cli.main import main; sys.argv = ['dossier'] + sys.argv[1:]; main()")
 
 
@@ -29,7 +31,8 @@ def test_dossier_search_and_eval_do_not_import_torch(tmp_path):
     search = _dossier("search", "--corpus", str(corpus), "revenue 2019")
     assert search.returncode == 0, search.stderr
     assert "report" in search.stdout
-    assert "TORCH_LOADED False NUMBA_LOADED False BM25S_LOADED False SETTINGS_LOADED False" in search.stderr
+    assert ("TORCH_LOADED False NUMBA_LOADED False BM25S_LOADED False SETTINGS_LOADED False PYDANTIC_LOADED False"
+            in search.stderr)
     run = tmp_path / "run"
     RolloutRunner(ScriptedBackend(search_then_answer), AgentSettings(), AgentEnv(corpus), run).run(questions(3))
     write_jsonl(tmp_path / "questions.jsonl", [q.to_json() for q in questions(3)])
