@@ -89,9 +89,13 @@ class DecoderModel(ModelAdapter):
                 x = x.index_add(0, rows, additions[i])
         return self.norm(x)
 
+    def output_weight(self) -> torch.Tensor:
+        """The output head's weight (vocab, hidden): the embeddings' where the family ties them."""
+        return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        logits = cpu_matmul.linear(hidden, weight)
+        head = getattr(self, "int8_head", None)  # --quantization int8 on the CPU (models/quantize.py)
+        logits = head(hidden) if head is not None else cpu_matmul.linear(hidden, self.output_weight())
         cap = self.spec.logit_softcap
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap

@@ -179,6 +179,25 @@ def test_int8_engine_quantises_on_the_cpu_kernel_and_stays_close_to_float32(tiny
     assert cosine.min() > INT8_LOGIT_COSINE, f"int8 vs float32 logits: min cosine {cosine.min():.4f}"
 
 
+def test_int8_on_the_cpu_runs_the_output_head_in_int8_too(tiny_llama):
+    """The head (tied or not) gets an int8 copy that compute_logits uses; the embeddings the lookup reads stay float32."""
+    folder, _ = tiny_llama
+    config = dict(num_kv_blocks=128, block_size=4, dtype="float32")
+    engine = Engine.from_pretrained(str(folder), EngineConfig(quantization="int8", **config))
+    reference = Engine.from_pretrained(str(folder), EngineConfig(**config))
+    adapter = engine.adapter
+    assert isinstance(adapter.int8_head, Int8DynamicLinear)
+    assert adapter.embed_tokens.weight.dtype == torch.float32
+    assert not hasattr(reference.adapter, "int8_head")
+    hidden = torch.randn(5, adapter.embed_tokens.weight.shape[1], generator=torch.Generator().manual_seed(3))
+    got = adapter.compute_logits(hidden)
+    assert torch.equal(got, adapter.int8_head(hidden).float())  # the int8 head is what runs
+    float_logits = hidden @ adapter.output_weight().T
+    assert not torch.equal(got, float_logits)
+    cosine = torch.nn.functional.cosine_similarity(got, float_logits, dim=-1)
+    assert cosine.min() > INT8_LOGIT_COSINE, f"int8 head vs float32: min cosine {cosine.min():.4f}"
+
+
 def _int4_config(**extra) -> EngineConfig:
     return EngineConfig(**{"num_kv_blocks": 128, "block_size": 4, "dtype": "float32", "quantization": "int4",
                            "quantization_group_size": 32, **extra})
