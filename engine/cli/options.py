@@ -148,7 +148,8 @@ QuantizationOpt = Annotated[
                                         "keeps a dense copy; a Q4 GGUF's own codes are recovered), int8 (CPU: FBGEMM "
                                         "dynamic int8, one activation scale per row; GPU: bitsandbytes) or nf4 "
                                         "(bitsandbytes; " + pip_extra("quant") + "). Vision towers, embeddings and "
-                                        "the output head keep the model dtype."),
+                                        "the output head keep the model dtype, except that CPU int8 runs the output "
+                                        "head in int8 too."),
 ]
 
 

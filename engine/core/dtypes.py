@@ -108,7 +108,8 @@ def auto_quantization(device: str, dtype: str) -> AutoQuantization:
     flags = cpu_bf16_flags()
     if flags:
         return AutoQuantization(None, f"the CPU has {'/'.join(flags)} (bf16 throughout)")
-    return AutoQuantization("int8", "for models of 1B+ weights in their linears; the CPU has no native bf16: FBGEMM's "
+    return AutoQuantization("int8", "for models of 1B+ weights in their linears (and their output head); the CPU has "
+                                    "no native bf16: FBGEMM's "
                                     "int8 is its fastest kernel at every size, and the sample suite's answers showed "
                                     "no significant loss against float32 (docs/results/dtypes-sample.md); smaller "
                                     "models gained nothing and stay float32; --quantization none keeps float32")
