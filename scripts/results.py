@@ -138,13 +138,14 @@ MUDABENCH_CONDITION = ("the paper's benchmark, whose abstract says \"MuDABench c
                        "analytical QA instances\"; here its sample suite, with a 1.5B model")
 
 # The dtypes table's int8 row predates the int8 output head; what the head changed on its questions.
-INT8_HEAD_NOTE = ("Since commit 4993027, --quantization int8 on the CPU runs the output head in int8 too (Qwen2.5-1.5B's "
-                  "float32 head was 40 % of a decode step's bytes at int8; docs/benchmarks.md). The int8 row above predates"
-                  " it. The row's command re-run at 4993027 on the AVX2-only AMD EPYC (Zen 3; 1 thread, the batch-invariant"
-                  " mode, make demo's copy of the sample suite and corpus; archived as runs/sample-bm25-1.5b-int8-head, not"
-                  " a row of this table) answered 5/20 (Page F1 0.050, Kuiper 0.00): against float32 2 questions only it "
-                  "right and 3 only float32, McNemar p = 1, kappa 0.375; against the int8 row 1 and 0, p = 1, kappa 0.857, "
-                  "and 12 of its 20 records (answer and citations) equal that row's.")
+INT8_HEAD_NOTE = ("Since commit 4993027, --quantization int8 on the CPU runs the output head in int8 too "
+                  "(Qwen2.5-1.5B's float32 head was 40 % of a decode step's bytes at int8; docs/benchmarks.md). The"
+                  " int8 row above predates it. The row's command re-run at 4993027 on the AVX2-only AMD EPYC (Zen "
+                  "3; 1 thread, the batch-invariant mode, make demo's copy of the sample suite and corpus; archived"
+                  " as runs/sample-bm25-1.5b-int8-head, not a row of this table) answered 5/20 (Page F1 0.050, "
+                  "Kuiper 0.00): against float32 2 questions only it right and 3 only float32, McNemar p = 1, kappa"
+                  " 0.375; against the int8 row 1 and 0, p = 1, kappa 0.857, and 12 of its 20 records (answer and "
+                  "citations) equal that row's.")
 
 TABLES: dict[str, Table] = {t.name: t for t in (
     Table("dtypes-sample", "The BM25 agent on the sample suite in float32, bfloat16, int8 and int4 (issue 24's quality check)",

@@ -57,9 +57,9 @@ class EngineConfig:
     # Optional weight-only quantisation of the language model's linear layers (vision towers,
     # embeddings and the output head stay in the model dtype): None; "int4" (groups of 32, torch's
     # native CPU kernel); "int8" (a CPU: FBGEMM's dynamic int8, fast but its per-step activation scale
-    # costs accuracy, the output head in int8 too; CUDA: bitsandbytes LLM.int8); "nf4" (bitsandbytes); "auto" (int8 on a CPU without native
-    # bf16 when dtype is "auto" too and the model has dtypes.AUTO_INT8_FROM+ weights in its linears, decided at load;
-    # else None: engine/core/dtypes.py says why). See models/quantize.py.
+    # costs accuracy, the output head in int8 too; CUDA: bitsandbytes LLM.int8); "nf4" (bitsandbytes); "auto"
+    # (int8 on a CPU without native bf16 when dtype is "auto" too and the model has dtypes.AUTO_INT8_FROM+ weights
+    # in its linears, decided at load; else None: engine/core/dtypes.py says why). See models/quantize.py.
     quantization: str | None = None
     # int4 only: input features per (scale, zero) pair: 32, 64, 128 or 256. 32 (GGUF's Q4 block) makes int4 of a
     # dequantised Q4 GGUF recover its own codes (models/quantize.py).

@@ -180,7 +180,7 @@ def test_int8_engine_quantises_on_the_cpu_kernel_and_stays_close_to_float32(tiny
 
 
 def test_int8_on_the_cpu_runs_the_output_head_in_int8_too(tiny_llama):
-    """The head (tied or not) gets an int8 copy that compute_logits uses; the embeddings the lookup reads stay float32."""
+    """The head (tied or not) gets an int8 copy that compute_logits uses; the embeddings for the lookup stay float32."""
     folder, _ = tiny_llama
     config = dict(num_kv_blocks=128, block_size=4, dtype="float32")
     engine = Engine.from_pretrained(str(folder), EngineConfig(quantization="int8", **config))
