@@ -38,6 +38,12 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     # Most sequences in one forward step.
     max_num_seqs: int = 128
+    # Most draft tokens a greedy decoding request puts in a step beside its last token, guessed from its own history
+    # (the tokens that followed the latest earlier occurrence of its last 3-8 tokens) and kept only while the model
+    # chooses them too: an agent's repeated tool calls take a step for several tokens. 0: off. In the deterministic
+    # mode the reply is bit for bit the one without drafts. Not for hybrid linear-attention, sliding-window or
+    # sampled-rows-only models (Engine.speculation_blocker). See engine/core/speculation.py.
+    speculative_tokens: int = 8
     # Reuse full KV blocks whose (parent hash, token ids, extra key) match, across sessions.
     enable_prefix_caching: bool = True
     # "cpu", "cuda", or "auto" (cuda when available).
@@ -112,6 +118,8 @@ class EngineConfig:
             raise DossierError(f"max_num_batched_tokens must be >= 1 (got {self.max_num_batched_tokens})")
         if self.max_num_seqs < 1:
             raise DossierError(f"max_num_seqs must be >= 1 (got {self.max_num_seqs})")
+        if self.speculative_tokens < 0:
+            raise DossierError(f"speculative_tokens must be >= 0, 0 for off (got {self.speculative_tokens})")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise DossierError(f"cpu_threads must be >= 1, or None to adapt to the load (got {self.cpu_threads})")
         if self.device not in _DEVICES:

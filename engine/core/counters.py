@@ -23,6 +23,9 @@ class Counters:
     step_time_s: float = 0.0
     # Times a request lost its KV blocks to memory pressure and had to recompute.
     preemptions: int = 0
+    # Draft tokens put in forward steps (engine/core/speculation.py), and of those, the ones the model chose too.
+    draft_tokens: int = 0
+    draft_tokens_accepted: int = 0
 
     def add(self, other: "Counters") -> None:
         for f in fields(self):

@@ -35,6 +35,7 @@ from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
+from engine.core.speculation import propose
 from engine.core.structured import GrammarCache
 from engine.core.window_blocks import WindowBlocks
 from engine.core.threads import ThreadGovernor, available_cores
@@ -69,6 +70,8 @@ class Engine:
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.scheduler.states = self.runner.recurrent  # a hybrid model's states: at most their slots held at once
         self.scheduler.whole_images = adapter.shape.bidirectional_images  # an image's rows see each other's keys
+        if self.config.speculative_tokens and self.speculation_blocker() is None:
+            self.scheduler.drafter = self._drafts
         on_cpu = self.runner.device.type == "cpu"
         # the batch-invariant mode fixes the thread count: some matmuls' bits differ between 1 and 2 threads
         fixed_threads = self.config.cpu_threads or (available_cores() if self.runner.deterministic else None)
@@ -228,23 +231,37 @@ class Engine:
                 return failed
             if self.threads is not None:
                 self.threads.apply()  # one thread per free core: a busy core stalls every parallel region
-            logits = self.runner.run(chunks)
-            sampling = []
-            prefilled = 0
+            try:
+                logits = self.runner.run(chunks)
+            finally:
+                drafted = [chunk for chunk in chunks if chunk.drafts]
+                for chunk in drafted:  # the guesses leave the sequence; _verify appends the tokens it keeps
+                    chunk.request.seq.truncate(chunk.start + chunk.length - chunk.drafts, chunk.next_position)
+            sampling, rows = [], []
+            prefilled = row = 0
             for chunk in chunks:
                 request, seq = chunk.request, chunk.request.seq
-                seq.num_computed_tokens += chunk.length  # its full blocks were registered when scheduled
-                if not (chunk.length == 1 and chunk.start >= request.prompt_len):  # else: a generated token fed back
-                    request.count(tokens_prefilled=chunk.length)
-                    prefilled += chunk.length
-                if chunk.samples:
+                computed = chunk.length - chunk.drafts
+                seq.num_computed_tokens += computed  # its full blocks were registered when scheduled
+                if not (computed == 1 and chunk.start >= request.prompt_len):  # else: a generated token fed back
+                    request.count(tokens_prefilled=computed)
+                    prefilled += computed
+                if chunk.samples and not chunk.drafts:
                     sampling.append(request)
+                    rows.append(row)
+                row += (1 + chunk.drafts) if chunk.samples else 0
             finished = list(failed)
             if sampling:
-                tokens = sample(logits, sampling, self.stop_token_ids, self._grammars)
+                plain = logits if len(rows) == len(logits) else logits[rows]
+                tokens = sample(plain, sampling, self.stop_token_ids, self._grammars)
                 for request, token in zip(sampling, tokens):
                     if self._accept(request, token):
                         finished.append(request)
+            row = 0
+            for chunk in chunks:
+                if chunk.drafts and self._verify(chunk, logits[row:row + 1 + chunk.drafts]):
+                    finished.append(chunk.request)
+                row += (1 + chunk.drafts) if chunk.samples else 0
             elapsed = time.perf_counter() - started
             phase = "prefill" if prefilled else "decode"
             self.phases[f"{phase}_steps"] += 1
@@ -266,6 +283,52 @@ class Engine:
         while self.has_pending():
             finished.extend(self.step())
         return finished
+
+    def speculation_blocker(self) -> str | None:
+        """Why this engine's model cannot take draft tokens (None: it can). A hybrid model's linear-attention state,
+        a sliding-window pool or layers that serve only the sampled rows cannot step back over a rejected draft."""
+        shape = self.adapter.shape
+        if self.runner.recurrent is not None:
+            return "its linear-attention layers' state cannot step back over a rejected draft"
+        if self.runner.window_blocks:
+            return "its sliding-window layers free blocks a rejected draft would need again"
+        if shape.sampled_only_from is not None:
+            return "its last layers compute the sampled rows alone"
+        return None
+
+    def _drafts(self, request: Request, most: int):
+        """A greedy decoding request's draft tokens (at most `most`), their positions and the next position; None
+        when it samples, or its history offers no match (engine/core/speculation.py)."""
+        if not request.sampling.greedy:
+            return None
+        tokens = propose(request.seq.token_ids, most)
+        if not tokens:
+            return None
+        positions, next_position = self.adapter.segment_positions(Segment(tokens), request.seq.next_position)
+        request.count(draft_tokens=len(tokens))
+        return tokens, positions, next_position
+
+    def _verify(self, chunk, logits: torch.Tensor) -> bool:
+        """Keep a drafted chunk's tokens: the model's choice at its last real token, then at each draft that equals
+        the choice before it; stop at the first draft that differs or when the turn ends. Returns True if it ended.
+
+        Each row is sampled as a decode step would sample it (its grammar mask, the stop-token ban before
+        min_new_tokens), after the tokens before it were accepted, so the kept tokens are the model's own choices.
+        """
+        request, seq = chunk.request, chunk.request.seq
+        assert logits.shape[0] == chunk.drafts + 1, (logits.shape, chunk.drafts)
+        try:
+            for j in range(chunk.drafts + 1):
+                token = sample(logits[j:j + 1], [request], self.stop_token_ids, self._grammars)[0]
+                if self._accept(request, token):
+                    return True
+                if j == chunk.drafts or token != chunk.guesses[j]:
+                    return False
+                seq.num_computed_tokens += 1  # the draft's KV, computed in this step, is this token's
+                request.count(draft_tokens_accepted=1)
+            return False
+        finally:  # blocks the kept drafts filled can be shared (a later turn's prefix match expects them keyed)
+            self.block_manager.register_computed(seq)
 
     def _accept(self, request: Request, token: int) -> bool:
         """Append a sampled token to its session and decide whether the turn is over."""

@@ -35,6 +35,9 @@ class Chunk:
     start: int
     length: int
     samples: bool  # the chunk reaches the sequence end: sample the next token from its last position
+    drafts: int = 0  # its last `drafts` tokens are guesses (engine/core/speculation.py): sample at each of them too
+    guesses: tuple[int, ...] = ()  # the draft tokens themselves
+    next_position: int = 0  # with drafts: the sequence's next position without them (restored when they are dropped)
 
 
 class Scheduler:
@@ -49,6 +52,9 @@ class Scheduler:
         self.preemptions = 0
         self.states = None  # a hybrid model's RecurrentStates (set by the engine): at most `slots` sequences hold one
         self.whole_images = False  # a chunk never splits an image (set by the engine for bidirectional image models)
+        # draft tokens for a decoding request: (request, most tokens) -> (token ids, their positions, next position),
+        # or None; set by the engine when speculation is on and the model allows it (engine/core/speculation.py)
+        self.drafter = None
 
     def add(self, request: Request) -> None:
         self.active.append(request)
@@ -95,10 +101,13 @@ class Scheduler:
                 continue  # every state slot is held by a sequence in this step: wait
             self.blocks.allocate(seq, seq.num_computed_tokens + length)
             self.blocks.register_blocks(seq, seq.num_computed_tokens + length)
-            chunks.append(Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq)))
+            chunk = Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq))
+            if self.drafter is not None and request.is_decoding and budget > length:
+                self._add_drafts(chunk, budget - length)
+            chunks.append(chunk)
             scheduled.add(seq.seq_id)
             seq.last_used_step = step
-            budget -= length
+            budget -= chunk.length
         for request in failed:
             self.blocks.release(request.seq)
             self.remove(request)
@@ -108,6 +117,27 @@ class Scheduler:
                 f"{self.blocks.num_blocks * self.blocks.block_size}; raise EngineConfig.kv_cache_gib or num_kv_blocks",
             )
         return chunks, failed
+
+    def _add_drafts(self, chunk: Chunk, budget: int) -> None:
+        """Append a decoding request's draft tokens to its sequence and its chunk, where they fit in the token budget
+        and in blocks already free (drafts never preempt anything). Their blocks are not registered for sharing:
+        the engine drops the drafts after the step, and the next steps register what was kept."""
+        request, seq = chunk.request, chunk.request.seq
+        most = min(self.config.speculative_tokens, budget,
+                   request.sampling.max_new_tokens - len(request.output_token_ids) - 1)
+        if most <= 0:
+            return
+        drafted = self.drafter(request, most)
+        if drafted is None:
+            return
+        tokens, positions, next_position = drafted
+        if not tokens or not self.blocks.fits(seq, len(seq) + len(tokens)):
+            return
+        chunk.next_position = seq.next_position
+        seq.append(tokens, positions, next_position)
+        self.blocks.allocate(seq, len(seq))
+        chunk.length += len(tokens)
+        chunk.drafts, chunk.guesses = len(tokens), tuple(tokens)
 
     def _whole_images(self, seq: Sequence, length: int, extend: bool) -> int:
         """`length` tokens from `seq`'s computed prefix, moved so that the chunk never ends inside an image whose

@@ -85,6 +85,13 @@ class Sequence:
         self.token_ids.extend(token_ids)
         self.next_position = next_position
 
+    def truncate(self, length: int, next_position: int) -> None:
+        """Drop the tokens from `length` on (a step's rejected draft tokens, never computed ones or images)."""
+        assert self.num_computed_tokens <= length <= len(self.token_ids)
+        assert not any(start + item.length > length for start, item in self.mm_items), "would cut an image"
+        del self.token_ids[length:]
+        self.next_position = next_position
+
     def _store_positions(self, start: int, new: np.ndarray) -> None:
         new = new.reshape(len(new), -1)  # (n, dims)
         stop = start + len(new)

@@ -89,8 +89,8 @@ def build_layout(chunks: list[Chunk], block_size: int, position_dims: int = 1, w
                 mm_chunks.append(MultimodalChunk(row + lo - start, item, lo - item_start, hi - item_start))
                 if bidirectional:
                     image_rows.append((row + lo - start, row + hi - start, item_start, item_start + item.length))
-        if chunk.samples:
-            sample_rows.append(row + chunk.length - 1)
+        if chunk.samples:  # its last row, and with draft tokens the row before each draft too
+            sample_rows.extend(range(row + chunk.length - 1 - chunk.drafts, row + chunk.length))
     cu_seqlens_q = np.zeros(len(chunks) + 1, dtype=np.int32)
     np.cumsum(q_lens, out=cu_seqlens_q[1:])
     context_lens = (starts + q_lens).astype(np.int32)

@@ -38,7 +38,8 @@ def hf_logits(model, inputs: dict) -> torch.Tensor:
 
 
 class LogitSpy:
-    """Records the logits rows the engine samples from, per session, in order (wraps runner.run)."""
+    """Records the logits rows the engine samples from, per session, in order (wraps runner.run); of a chunk with
+    draft tokens, the rows a greedy reply keeps (engine/core/llm_engine.py's _verify)."""
 
     def __init__(self, engine) -> None:
         self.rows: dict[int, list[torch.Tensor]] = {}
@@ -46,8 +47,14 @@ class LogitSpy:
 
         def spied(chunks):
             logits = run(chunks)
-            for row, chunk in zip(logits, [c for c in chunks if c.samples]):
-                self.rows.setdefault(chunk.request.seq.seq_id, []).append(row.clone())
+            row = 0
+            for chunk in [c for c in chunks if c.samples]:
+                kept = self.rows.setdefault(chunk.request.seq.seq_id, [])
+                for j in range(chunk.drafts + 1):  # a drafted chunk's rows count up to the first wrong guess
+                    kept.append(logits[row + j].clone())
+                    if j == chunk.drafts or int(logits[row + j].argmax()) != chunk.guesses[j]:
+                        break
+                row += 1 + chunk.drafts
             return logits
 
         engine.runner.run = spied

@@ -1,0 +1,147 @@
+"""Draft tokens from a sequence's own history (engine/core/speculation.py): what `propose` guesses, and that the
+engine keeps only the model's own choices.
+
+In the deterministic mode a reply with drafts must equal the reply without them token for token, with drafts
+actually kept (a test where none were accepted would check nothing); a rejected draft leaves the sequence, its
+KV slots and the prefix table as if it had never been tried.
+"""
+
+import pytest
+
+from engine import Engine, EngineConfig, SamplingParams
+from engine.core import llm_engine
+from engine.core.speculation import propose
+from tests.engine.conftest import random_prompt
+
+
+def test_propose_continues_the_latest_longest_match():
+    assert propose([5, 6, 7, 8, 5, 6, 7], max_tokens=4) == [8, 5, 6, 7]
+    assert propose([5, 6, 7, 8, 5, 6, 7], max_tokens=2) == [8, 5]
+    # two earlier occurrences of the 3-token suffix: the later one's continuation
+    assert propose([1, 2, 3, 9, 1, 2, 3, 4, 1, 2, 3], max_tokens=1) == [4]
+    # the longer match wins over a more recent shorter one
+    assert propose([7, 1, 2, 3, 4, 50, 9, 2, 3, 4, 60, 7, 1, 2, 3, 4], max_tokens=1, min_match=3) == [50]
+
+
+def test_propose_needs_min_match_tokens():
+    assert propose([1, 2, 9, 1, 2], max_tokens=3) == []  # a 2-token repeat is below MIN_MATCH
+    assert propose([1, 2, 9, 1, 2], max_tokens=3, min_match=2) == [9, 1, 2]
+    assert propose([1, 2, 3, 4], max_tokens=3) == []
+    assert propose([], max_tokens=3) == []
+    assert propose([5, 6, 7, 8, 5, 6, 7], max_tokens=0) == []
+
+
+PROMPTS = [random_prompt(n, seed=5100 + i) for i, n in enumerate((12, 30, 7))]
+
+
+def _engine(folder, speculative: int, deterministic: bool = True, **overrides) -> Engine:
+    settings = dict(block_size=4, num_kv_blocks=512, max_num_batched_tokens=256, dtype="float32",
+                    deterministic=deterministic, cpu_threads=2, speculative_tokens=speculative) | overrides
+    return Engine.from_pretrained(str(folder), EngineConfig(**settings))
+
+
+def _generate(engine: Engine, prompts, new: int = 24) -> list[list[int]]:
+    requests = []
+    for prompt in prompts:
+        session = engine.open_session()
+        session.append(prompt)
+        requests.append(engine.submit(session, SamplingParams(max_new_tokens=new, ignore_eos=True)))
+    engine.run_until_idle()
+    engine.block_manager.check_invariants()
+    return [list(r.output_token_ids) for r in requests]
+
+
+def _oracle(monkeypatch, truths: list[list[int]], vocab: int) -> None:
+    """Drafts that are the model's own continuation (from a run without drafts), with every third guess made wrong:
+    a tiny random model's replies seldom repeat themselves, so n-gram guesses would rarely be tested either way."""
+    def guess(token_ids, most):
+        for truth in truths:
+            if truth[: len(token_ids)] == list(token_ids):
+                ahead = truth[len(token_ids): len(token_ids) + most]
+                return [(t + 1) % vocab if (len(token_ids) + i) % 3 == 0 else t for i, t in enumerate(ahead)]
+        return []
+
+    monkeypatch.setattr(llm_engine, "propose", guess)
+
+
+@pytest.mark.parametrize("family", ["tiny_llama", "tiny_qwen2"])
+def test_deterministic_replies_are_the_same_with_drafts(family, request, monkeypatch):
+    folder = request.getfixturevalue(family)[0]
+    plain = _generate(_engine(folder, 0), PROMPTS)
+    engine = _engine(folder, 8)
+    _oracle(monkeypatch, [p + out for p, out in zip(PROMPTS, plain)], engine.adapter.shape.vocab_size)
+    assert _generate(engine, PROMPTS) == plain
+    counters = engine.counters
+    assert counters.draft_tokens_accepted > 0, "no draft was kept: the comparison checked nothing"
+    assert counters.draft_tokens > counters.draft_tokens_accepted, "no draft was rejected: rollback not exercised"
+    assert counters.tokens_generated == sum(len(reply) for reply in plain)
+    assert counters.forward_steps < 24  # fewer steps than one per token of the longest reply
+
+
+def test_a_rejected_draft_leaves_no_trace(tiny_llama, monkeypatch):
+    """A second turn after a drafted reply, then a new session with the same history reading it from cached blocks:
+    every reply, the sequence and its positions equal an engine's that never drafted."""
+    folder = tiny_llama[0]
+    follow_up = random_prompt(9, seed=5103)
+
+    def turns(engine):
+        session = engine.open_session()
+        session.append(PROMPTS[0])
+        first = engine.submit(session, SamplingParams(max_new_tokens=20, ignore_eos=True))
+        engine.run_until_idle()
+        session.append(follow_up)
+        second = engine.submit(session, SamplingParams(max_new_tokens=20, ignore_eos=True))
+        engine.run_until_idle()
+        other = engine.open_session()  # the same history: its full blocks come from the prefix cache
+        other.append(list(session.seq.token_ids))
+        third = engine.submit(other, SamplingParams(max_new_tokens=6, ignore_eos=True))
+        engine.run_until_idle()
+        engine.block_manager.check_invariants()
+        return [first.output_token_ids, second.output_token_ids, third.output_token_ids], session.seq, other
+
+    without, plain_seq, _ = turns(_engine(folder, 0))
+    whole = PROMPTS[0] + without[0] + follow_up + without[1]
+    engine = _engine(folder, 8)
+    _oracle(monkeypatch, [whole, whole + without[2]], engine.adapter.shape.vocab_size)
+    with_drafts, seq, other = turns(engine)
+    assert with_drafts == without
+    assert seq.token_ids == plain_seq.token_ids and seq.next_position == plain_seq.next_position
+    assert (seq.positions == plain_seq.positions).all()
+    assert engine.counters.draft_tokens > engine.counters.draft_tokens_accepted > 0
+    assert other.counters.tokens_cached >= len(whole) // 4 * 4 - 4  # the history was shared, not recomputed
+
+
+def test_the_engine_guesses_with_propose(tiny_llama):
+    """The engine's own drafter: `propose` over the request's sequence, positions that continue it, and a count."""
+    engine = _engine(tiny_llama[0], 8)
+    session = engine.open_session()
+    session.append(PROMPTS[0] * 3)
+    request = engine.submit(session, SamplingParams(max_new_tokens=8, ignore_eos=True))
+    tokens, positions, next_position = engine._drafts(request, 4)
+    assert tokens == PROMPTS[0][:4]  # what followed the last earlier occurrence of the sequence's last tokens
+    assert list(positions) == [36, 37, 38, 39] and next_position == 40
+    assert engine.counters.draft_tokens == 4
+    engine.run_until_idle()
+    assert engine.counters.draft_tokens >= 4
+
+
+def test_sampled_requests_and_zero_draft_nothing(tiny_llama):
+    folder = tiny_llama[0]
+    engine = Engine.from_pretrained(str(folder), EngineConfig(block_size=4, num_kv_blocks=256, dtype="float32",
+                                                               cpu_threads=2, speculative_tokens=8))
+    session = engine.open_session()
+    session.append(PROMPTS[0] * 3)
+    engine.submit(session, SamplingParams(max_new_tokens=20, temperature=0.8, seed=3, ignore_eos=True))
+    engine.run_until_idle()
+    assert engine.counters.draft_tokens == 0  # drafts are checked by argmax: only greedy requests take them
+    engine = _engine(folder, 0, deterministic=False)
+    _generate(engine, [PROMPTS[0] * 3])
+    assert engine.counters.draft_tokens == 0
+
+
+def test_negative_speculative_tokens_is_refused():
+    from tools.errors import DossierError
+
+    with pytest.raises(DossierError, match="speculative_tokens"):
+        EngineConfig(speculative_tokens=-1)
+
