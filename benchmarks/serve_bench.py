@@ -64,6 +64,7 @@ class ServeWorkload:
     dtype: str = "auto"  # dossier serve --dtype
     quantization: str | None = None  # dossier serve --quantization (None, int4, int8, nf4)
     deterministic: bool = False  # dossier serve --deterministic (the batch-invariant mode, docs/determinism.md)
+    speculative_tokens: int | None = None  # dossier serve --speculative-tokens (None: its default)
 
 
 def _free_port() -> int:
@@ -142,6 +143,8 @@ def start_dossier(model: str, workload: ServeWorkload) -> Server:
         command += ["--quantization", workload.quantization]
     if workload.deterministic:
         command.append("--deterministic")
+    if workload.speculative_tokens is not None:
+        command += ["--speculative-tokens", str(workload.speculative_tokens)]
     return Server("dossier serve", command, _env(workload.threads), "bench")
 
 

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, DtypeOpt, FormatOpt, ModelOpt, OutputFormat,
-                                QuantizationOpt, corpus_opt, emit_json, fixed_threads, kv_cache_opt, pip_extra,
-                                threads_opt)
+from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, SPECULATIVE_TOKENS, DtypeOpt, FormatOpt, ModelOpt,
+                                OutputFormat, QuantizationOpt, SpeculativeOpt, corpus_opt, emit_json, fixed_threads,
+                                kv_cache_opt, pip_extra, threads_opt)
 
 __all__ = ["register_bench"]
 
@@ -47,6 +47,7 @@ def bench_serve(
         "--deterministic/--no-deterministic",
         help="Run dossier serve in the batch-invariant mode (off by default, as `dossier serve`; its cost: "
              "docs/determinism.md).")] = False,
+    speculative_tokens: SpeculativeOpt = SPECULATIVE_TOKENS,
     mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
                                            "OpenAI tools (dossier and llamacpp: transformers serve ignores "
                                            "tool_choice).")] = "text",
@@ -89,7 +90,7 @@ def bench_serve(
     if (corpus is None) != (questions is None):
         raise DossierError("give --corpus and --questions together (or neither, for the sample suite)")
     workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads_each, kv_cache_gib,
-                             mode, dtype, quantization, deterministic)
+                             mode, dtype, quantization, deterministic, speculative_tokens)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     result = run_serve_benchmark(model, workload, None if corpus is None else str(corpus),
                                  None if questions is None else str(questions), chosen, progress, orders=orders)

@@ -14,7 +14,8 @@ import typer
 
 from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, QUANTIZATION, THREADS,
                                 DeviceOpt, DtypeOpt, GpuMemoryOpt, KvCacheOpt, MaxModelLenOpt, ModelOpt,
-                                QuantizationOpt, ThreadsOpt, parse_quantization, parse_threads, set_threads)
+                                QuantizationOpt, SPECULATIVE_TOKENS, SpeculativeOpt, ThreadsOpt, parse_quantization,
+                                parse_threads, set_threads)
 
 __all__ = ["register"]
 
@@ -30,6 +31,7 @@ def chat(
     dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = QUANTIZATION,
     threads: ThreadsOpt = THREADS,
+    speculative_tokens: SpeculativeOpt = SPECULATIVE_TOKENS,
     kv_cache_gib: KvCacheOpt = KV_CACHE_GIB,
     gpu_memory_utilization: GpuMemoryOpt = GPU_MEMORY_UTILIZATION,
     max_model_len: MaxModelLenOpt = None,
@@ -54,7 +56,7 @@ def chat(
     config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib,
                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, seed=seed,
                           quantization=parse_quantization(quantization),
-                          cpu_threads=cpu_threads)
+                          cpu_threads=cpu_threads, speculative_tokens=speculative_tokens)
     engine = Engine.from_pretrained(model, config)
     if engine.processor is None:
         from tools.errors import DossierError

@@ -164,6 +164,14 @@ AttentionOpt = Annotated[
     typer.Option("--attention", help="Attention backend: auto, triton or flash_attn (GPU), numba or sdpa (CPU)."),
 ]
 
+SPECULATIVE_TOKENS = 8  # EngineConfig's
+SpeculativeOpt = Annotated[int, typer.Option(
+    "--speculative-tokens", min=0,
+    help="Draft tokens a greedy reply may try per step, guessed from its own conversation (what followed the last "
+         "earlier occurrence of its latest 3-8 tokens: an agent's repeated tool calls and quoted text) and kept only "
+         "where the model picks them too; 0 turns it off. With --deterministic the reply is the same bit for bit; "
+         "without, as with batching, a near tie can go either way.")]
+
 MAX_BATCHED_TOKENS = 2048
 MaxBatchedTokensOpt = Annotated[int, typer.Option("--max-batched-tokens", help="Token budget of one forward step.")]
 

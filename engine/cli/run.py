@@ -9,9 +9,11 @@ from typing import Annotated
 
 import typer
 
-from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt, DeviceOpt, DtypeOpt, FormatOpt,
-                                GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, LimitOpt, ModelOpt, OutputFormat, QUANTIZATION, QuantizationOpt, ThreadsOpt, emit_json,
-                                parse_quantization, parse_threads, pip_extra, rich_escape)
+from engine.cli.options import (DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MODEL, THREADS, CorpusOpt,
+                                DeviceOpt, DtypeOpt, FormatOpt, GpuMemoryOpt, MaxModelLenOpt, KvCacheOpt, LimitOpt,
+                                ModelOpt, OutputFormat, QUANTIZATION, QuantizationOpt, SPECULATIVE_TOKENS,
+                                SpeculativeOpt, ThreadsOpt, emit_json, parse_quantization, parse_threads, pip_extra,
+                                rich_escape)
 
 __all__ = ["register"]
 
@@ -41,6 +43,7 @@ def _run_options(
     dtype: DtypeOpt = DTYPE,
     quantization: QuantizationOpt = QUANTIZATION,
     threads: ThreadsOpt = THREADS,
+    speculative_tokens: SpeculativeOpt = SPECULATIVE_TOKENS,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
         help="Batch-invariant inference (CPU; CUDA built but not yet run on a GPU): an episode's answers do not "
@@ -120,7 +123,8 @@ def run_cmd(**options) -> None:
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=base["gpu_memory_utilization"],
                          max_model_len=base["max_model_len"],
                          device=device, dtype=dtype, quantization=parse_quantization(quantization),
-                         cpu_threads=parse_threads(threads), deterministic=base["deterministic"])
+                         cpu_threads=parse_threads(threads), deterministic=base["deterministic"],
+                         speculative_tokens=base["speculative_tokens"])
     if adapter is not None:
         engine_kwargs["lora"] = str(adapter.resolve())
     elif settings_kwargs.get("adapter_turns", "all") != "all":
