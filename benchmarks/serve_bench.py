@@ -64,7 +64,8 @@ class ServeWorkload:
     dtype: str = "auto"  # dossier serve --dtype
     quantization: str | None = None  # dossier serve --quantization (None, int4, int8, nf4)
     deterministic: bool = False  # dossier serve --deterministic (the batch-invariant mode, docs/determinism.md)
-    speculative_tokens: int | None = None  # dossier serve --speculative-tokens (None: its default)
+    # dossier serve --speculative-tokens (8: its default); llama.cpp's server drafts as many by n-gram lookup
+    speculative_tokens: int = 8
 
 
 def _free_port() -> int:
@@ -138,13 +139,12 @@ class Server:
 def start_dossier(model: str, workload: ServeWorkload) -> Server:
     command = [sys.executable, "-m", "engine.cli.main", "serve", "--model", model, "--port", "0",
                "--served-model-name", "bench", "--threads", str(workload.threads),
-               "--kv-cache-gib", str(workload.kv_cache_gib), "--dtype", workload.dtype]
+               "--kv-cache-gib", str(workload.kv_cache_gib), "--dtype", workload.dtype,
+               "--speculative-tokens", str(workload.speculative_tokens)]
     if workload.quantization:
         command += ["--quantization", workload.quantization]
     if workload.deterministic:
         command.append("--deterministic")
-    if workload.speculative_tokens is not None:
-        command += ["--speculative-tokens", str(workload.speculative_tokens)]
     return Server("dossier serve", command, _env(workload.threads), "bench")
 
 
@@ -155,7 +155,7 @@ def start_llamacpp(model: str, workload: ServeWorkload) -> Server:
     if reason:
         raise RuntimeError(reason)
     port = _free_port()
-    command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads)
+    command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads, workload.speculative_tokens)
     return Server("llama.cpp server", command, _env(workload.threads, peer=True), "bench",
                   url=f"http://127.0.0.1:{port}")
 

@@ -176,3 +176,45 @@ def test_the_dossier_server_runs_batch_invariant_only_when_asked(monkeypatch):
     bench.start_dossier("default", bench.ServeWorkload())
     bench.start_dossier("default", bench.ServeWorkload(deterministic=True))
     assert "--deterministic" not in commands[0] and commands[1][-1] == "--deterministic"
+
+
+def test_llamacpp_drafts_as_many_tokens_as_dossier_or_none(monkeypatch):
+    """Dossier's default n-gram drafts are matched by llama.cpp's own (ngram-simple, n = 3): a ratio with drafts on
+    one side only would credit the engine with the method; `--speculative-tokens 0` turns both off."""
+    import benchmarks.llamacpp_peer as peer
+    import benchmarks.serve_bench as bench
+
+    commands = []
+    monkeypatch.setattr(bench, "Server", lambda name, command, env, served, url=None: commands.append(command))
+    monkeypatch.setattr(peer, "missing_reason", lambda: None)
+    monkeypatch.setattr(peer, "gguf_of", lambda model: "model.gguf")
+    for workload in (bench.ServeWorkload(), bench.ServeWorkload(speculative_tokens=0)):
+        bench.start_dossier("default", workload)
+        bench.start_llamacpp("default", workload)
+    ours, theirs, ours_off, theirs_off = commands
+    assert ours[ours.index("--speculative-tokens") + 1] == "8" and theirs[-1] == "8"
+    assert ours_off[ours_off.index("--speculative-tokens") + 1] == "0" and theirs_off[-1] == "0"
+
+
+def test_the_llamacpp_peer_turns_on_ngram_simple_only_with_draft_tokens(monkeypatch):
+    """The peer process sets llama.cpp's own n-gram speculation (checked on the real xllamacpp params object)."""
+    xllamacpp = pytest.importorskip("xllamacpp")
+    import benchmarks.llamacpp_peer as peer
+
+    made = []
+
+    class Stop(Exception):
+        pass
+
+    def server(params):
+        made.append(params)
+        raise Stop
+
+    monkeypatch.setattr(xllamacpp, "Server", server)
+    for draft in (8, 0):
+        with pytest.raises(Stop):
+            peer.serve("model.gguf", 1, 2, 2, draft)
+    on, off = (params.speculative for params in made)
+    ngram = xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE
+    assert on.types == [ngram] and on.ngram_simple.size_n == 3 and on.ngram_simple.size_m == 8 and on.draft.n_max == 8
+    assert off.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NONE]
