@@ -160,6 +160,10 @@ def run_cmd(**options) -> None:
         threads_text = (f"; CPU threads {threads['now']} of {threads['cores']}"
                         + (f", adapted {threads['changes']} times to other load" if threads["changes"] else ""))
     typer.echo(f"prompt tokens {prefilled:,} prefilled, {cached:,} from the KV cache{share}{threads_text}")
+    engine_counts = report.get("engine") or {}
+    if engine_counts.get("draft_tokens"):
+        tried, kept = engine_counts["draft_tokens"], engine_counts["draft_tokens_accepted"]
+        typer.echo(f"draft tokens {tried:,} tried, {kept:,} kept ({100 * kept / tried:.0f} %; --speculative-tokens)")
     cache = report.get("prefix_cache")
     if cache and cache["documents"]:
         typer.echo(f"extraction prefix: {cache['shared_prefix_tokens']:.0f} tokens shared by the documents of a question; "

@@ -145,3 +145,29 @@ def test_negative_speculative_tokens_is_refused():
     with pytest.raises(DossierError, match="speculative_tokens"):
         EngineConfig(speculative_tokens=-1)
 
+
+
+def test_dossier_run_reports_the_draft_tokens_it_tried_and_kept(tiny_llama, tmp_path, monkeypatch):
+    """`dossier run` prints and records the engine's draft counts (here every draft is a token the model never
+    picks at that row, so all are tried and none kept); `--speculative-tokens 0` tries none."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    monkeypatch.setattr(llm_engine, "propose", lambda token_ids, most: [token_ids[-1]] * most)
+    (tmp_path / "q.jsonl").write_text('{"id": "q1", "question": "What was revenue?", "answers": [["7"]]}\n')
+
+    def run(out, *flags):
+        result = CliRunner().invoke(app, ["run", "--agent", "closed-book", "--model", str(tiny_llama[0]),
+                                          "--questions", str(tmp_path / "q.jsonl"), "--out", str(tmp_path / out),
+                                          "--max-turn-tokens", "16", "--dtype", "float32", "--kv-cache-gib", "0.05",
+                                          *flags])
+        assert result.exit_code == 0, result.output
+        return result.output, json.loads((tmp_path / out / "run_summary.json").read_text())["engine"]
+
+    shown, counts = run("on")
+    assert counts["draft_tokens"] > 0 and f"draft tokens {counts['draft_tokens']:,} tried" in shown
+    shown, counts = run("off", "--speculative-tokens", "0")
+    assert counts["draft_tokens"] == 0 and "draft tokens" not in shown
