@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, SPECULATIVE_TOKENS, DtypeOpt, FormatOpt, ModelOpt,
-                                OutputFormat, QuantizationOpt, SpeculativeOpt, corpus_opt, emit_json, fixed_threads,
-                                kv_cache_opt, pip_extra, threads_opt)
+                                OutputFormat, QuantizationOpt, corpus_opt, emit_json, fixed_threads, kv_cache_opt,
+                                pip_extra, threads_opt)
 
 __all__ = ["register_bench"]
 
@@ -47,7 +47,11 @@ def bench_serve(
         "--deterministic/--no-deterministic",
         help="Run dossier serve in the batch-invariant mode (off by default, as `dossier serve`; its cost: "
              "docs/determinism.md).")] = False,
-    speculative_tokens: SpeculativeOpt = SPECULATIVE_TOKENS,
+    speculative_tokens: Annotated[int, typer.Option(
+        "--speculative-tokens", min=0,
+        help="dossier serve's draft tokens per step (guessed from each conversation's own history); llama.cpp's "
+             "server then drafts as many by its own n-gram lookup (ngram-simple, n = 3), so neither side alone has "
+             "the method. 0: neither drafts.")] = SPECULATIVE_TOKENS,
     mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
                                            "OpenAI tools (dossier and llamacpp: transformers serve ignores "
                                            "tool_choice).")] = "text",
