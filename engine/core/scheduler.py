@@ -101,13 +101,16 @@ class Scheduler:
                 continue  # every state slot is held by a sequence in this step: wait
             self.blocks.allocate(seq, seq.num_computed_tokens + length)
             self.blocks.register_blocks(seq, seq.num_computed_tokens + length)
-            chunk = Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq))
-            if self.drafter is not None and request.is_decoding and budget > length:
-                self._add_drafts(chunk, budget - length)
-            chunks.append(chunk)
+            chunks.append(Chunk(request, seq.num_computed_tokens, length, seq.num_computed_tokens + length == len(seq)))
             scheduled.add(seq.seq_id)
             seq.last_used_step = step
-            budget -= chunk.length
+            budget -= length
+        if self.drafter is not None and all(chunk.request.is_decoding for chunk in chunks):
+            for chunk in chunks:  # after every real token: drafts take only the budget and blocks left over
+                if budget <= 0:
+                    break
+                self._add_drafts(chunk, budget)
+                budget -= chunk.drafts
         for request in failed:
             self.blocks.release(request.seq)
             self.remove(request)
@@ -121,7 +124,11 @@ class Scheduler:
     def _add_drafts(self, chunk: Chunk, budget: int) -> None:
         """Append a decoding request's draft tokens to its sequence and its chunk, where they fit in the token budget
         and in blocks already free (drafts never preempt anything). Their blocks are not registered for sharing:
-        the engine drops the drafts after the step, and the next steps register what was kept."""
+        the engine drops the drafts after the step, and the next steps register what was kept.
+
+        Only a step of decode rows alone takes drafts (`schedule`): there a few more rows cost little beside reading
+        the weights, while a step that prefills is already long, and drafts riding on it would delay the first
+        token of the turn it prefills."""
         request, seq = chunk.request, chunk.request.seq
         most = min(self.config.speculative_tokens, budget,
                    request.sampling.max_new_tokens - len(request.output_token_ids) - 1)

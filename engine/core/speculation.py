@@ -7,10 +7,10 @@ among equals) and returns what followed, the way vLLM's `ngram` speculative meth
 "Speculating by matching n-grams in the prompt").
 
 The engine puts a greedy request's drafts in the same forward step as its last sampled token (one chunk of
-1 + k rows), takes the model's choice at each row in order, and keeps each draft only while it equals the
-choice of the row before it (`Engine._verify`): the tokens kept are the ones the model chose, one at a time,
-with the same grammar masks, stop rules and length limit as without drafts. What changes is only how many
-rows a step computes. In the batch-invariant mode (`EngineConfig.deterministic`) a row's logits do not
+1 + k rows) when that step prefills nothing (`Scheduler._add_drafts` says why), takes the model's choice at
+each row in order, and keeps each draft only while it equals the choice of the row before it
+(`Engine._verify`): the tokens kept are the ones the model chose, one at a time, with the same grammar masks,
+stop rules and length limit as without drafts. What changes is only how many rows a step computes. In the batch-invariant mode (`EngineConfig.deterministic`) a row's logits do not
 depend on how its sequence was chunked, so the reply is bit for bit the reply without drafts; in the default
 mode, as with batching, a near tie between two tokens can go the other way.
 

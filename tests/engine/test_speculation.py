@@ -171,3 +171,31 @@ def test_dossier_run_reports_the_draft_tokens_it_tried_and_kept(tiny_llama, tmp_
     assert counts["draft_tokens"] > 0 and f"draft tokens {counts['draft_tokens']:,} tried" in shown
     shown, counts = run("off", "--speculative-tokens", "0")
     assert counts["draft_tokens"] == 0 and "draft tokens" not in shown
+
+
+def test_only_steps_that_prefill_nothing_take_drafts(tiny_llama, monkeypatch):
+    """A turn arriving while another decodes: the step that prefills it carries no drafts (its first token would
+    wait for them); the decode-only steps around it do (a guess is always offered here)."""
+    monkeypatch.setattr(llm_engine, "propose", lambda token_ids, most: [token_ids[-1]] * most)
+    engine = _engine(tiny_llama[0], 8)
+    steps = []
+    run = engine.runner.run
+
+    def spied(chunks):
+        steps.append([(chunk.drafts, bool(chunk.request.output_token_ids)) for chunk in chunks])  # decoding?
+        return run(chunks)
+
+    engine.runner.run = spied
+    first = engine.open_session()
+    first.append(PROMPTS[0])
+    engine.submit(first, SamplingParams(max_new_tokens=30, ignore_eos=True))
+    engine.step()
+    engine.step()
+    second = engine.open_session()
+    second.append(PROMPTS[1])
+    engine.submit(second, SamplingParams(max_new_tokens=30, ignore_eos=True))
+    engine.run_until_idle()
+    prefilling = [step for step in steps if not all(decoding for _, decoding in step)]
+    assert len(prefilling) >= 2 and all(drafts == 0 for step in prefilling for drafts, _ in step)
+    assert any(drafts for step in steps for drafts, _ in step), "no step drafted: the rule was not exercised"
+    assert any(len(step) == 2 and not step[1][1] for step in prefilling)  # one decoding beside one prefilling
