@@ -9,6 +9,9 @@ questions, corpus, model, thread count and greedy decoding run against:
 - `llamacpp`: llama.cpp's server from the prebuilt `xllamacpp` wheel (benchmarks/llamacpp_peer.py),
   the peer a CPU user would pick. It loads the same GGUF file Dossier converts from, natively in
   its quantisation, with one slot per client, the same threads and its prompt cache on;
+- `llamacpp-ngram`: the same server drafting tokens by its own n-gram lookup (ngram-simple), as many
+  per step as Dossier's `--speculative-tokens`. Which of the two is the stronger peer depends on the
+  model (on one Zen 5: SmolLM2's drafts slowed llama.cpp, the 1.5B's sped it up), so both run;
 - `transformers serve --continuous-batching` (Hugging Face's own OpenAI-compatible server, paged
   attention with continuous batching and block sharing), float32.
 vLLM and SGLang need a GPU.
@@ -60,11 +63,11 @@ class ServeWorkload:
     max_tokens: int = 48  # tokens per reply
     threads: int = 2  # torch (and numba) threads of each server
     kv_cache_gib: float = 1.0  # KV memory of each server
-    mode: str = "text"  # "text" (every server) or "tools" (dossier and llamacpp: MADQA's OpenAI tools)
+    mode: str = "text"  # "text" (every server) or "tools" (dossier and llama.cpp: MADQA's OpenAI tools)
     dtype: str = "auto"  # dossier serve --dtype
     quantization: str | None = None  # dossier serve --quantization (None, int4, int8, nf4)
     deterministic: bool = False  # dossier serve --deterministic (the batch-invariant mode, docs/determinism.md)
-    # dossier serve --speculative-tokens (8: its default); llama.cpp's server drafts as many by n-gram lookup
+    # dossier serve --speculative-tokens (8: its default); the llamacpp-ngram peer drafts as many by n-gram lookup
     speculative_tokens: int = 8
 
 
@@ -148,20 +151,29 @@ def start_dossier(model: str, workload: ServeWorkload) -> Server:
     return Server("dossier serve", command, _env(workload.threads), "bench")
 
 
-def start_llamacpp(model: str, workload: ServeWorkload) -> Server:
+def start_llamacpp(model: str, workload: ServeWorkload, draft_tokens: int = 0) -> Server:
     from benchmarks.llamacpp_peer import gguf_of, llamacpp_command, missing_reason
 
     reason = missing_reason()
     if reason:
         raise RuntimeError(reason)
     port = _free_port()
-    command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads, workload.speculative_tokens)
-    return Server("llama.cpp server", command, _env(workload.threads, peer=True), "bench",
-                  url=f"http://127.0.0.1:{port}")
+    command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads, draft_tokens)
+    return Server(SERVER_NAMES["llamacpp-ngram" if draft_tokens else "llamacpp"], command,
+                  _env(workload.threads, peer=True), "bench", url=f"http://127.0.0.1:{port}")
 
 
-SERVERS = {"dossier": start_dossier, "llamacpp": start_llamacpp, "transformers": None}  # transformers: below
-STREAM_USAGE = {"dossier": True, "llamacpp": True, "transformers": False}  # who reports usage in a stream
+def start_llamacpp_ngram(model: str, workload: ServeWorkload) -> Server:
+    if not workload.speculative_tokens:
+        raise RuntimeError("llamacpp-ngram drafts as many tokens as dossier serve's --speculative-tokens: give one > 0")
+    return start_llamacpp(model, workload, draft_tokens=workload.speculative_tokens)
+
+
+SERVERS = {"dossier": start_dossier, "llamacpp": start_llamacpp, "llamacpp-ngram": start_llamacpp_ngram,
+           "transformers": None}  # transformers: below
+STREAM_USAGE = {"dossier": True, "llamacpp": True, "llamacpp-ngram": True, "transformers": False}  # usage in a stream?
+SERVER_NAMES = {"dossier": "dossier serve", "llamacpp": "llama.cpp server",
+                "llamacpp-ngram": "llama.cpp + n-gram", "transformers": "transformers serve"}
 
 
 def peer_model_folder(model: str) -> tuple[Path, bool]:
@@ -268,7 +280,7 @@ def run_serve_benchmark(model: str = "default", workload: ServeWorkload | None =
         model: "default", a packaged model or a local model folder (llama.cpp needs a GGUF behind it).
         workload: clients, episodes, agent settings, server threads, KV memory, Dossier's dtype.
         corpus, questions_path: an indexed corpus and its questions; None builds the sample suite.
-        servers: any of "dossier", "llamacpp", "transformers", run in this order.
+        servers: any of "dossier", "llamacpp", "llamacpp-ngram", "transformers", run in this order.
         progress: optional callable(str) told what runs now.
         orders: "given", or "both": the given order, then reversed.
     """
@@ -349,8 +361,7 @@ def _run_servers(model: str, workload: ServeWorkload, corpus: str, questions_pat
 
 
 def _failed_row(name: str, why: str) -> dict:
-    return {"server": {"dossier": "dossier serve", "llamacpp": "llama.cpp server",
-                       "transformers": "transformers serve"}[name], "key": name, "episodes": 0, "episodes_failed": 0,
+    return {"server": SERVER_NAMES[name], "key": name, "episodes": 0, "episodes_failed": 0,
             "error": why, "first_error": None, "requests": 0, "wall_s": None, "episodes_per_hour": None,
             "ttft_p50_s": None, "ttft_p90_s": None, "mean_request_s": None, "prompt_tokens": None,
             "cached_token_fraction": None, "answered": 0}

@@ -35,10 +35,13 @@ def bench_serve(
     max_tokens: Annotated[int, typer.Option(help="Tokens per reply (the OpenAI request's max_tokens).")] = 48,
     threads: ThreadsEachOpt = "2",
     kv_cache_gib: KvCacheEachOpt = 1.0,
-    peers: Annotated[str, typer.Option("--peers", "--servers",
-                                       help="Comma-separated servers, run in this order: dossier, llamacpp (llama.cpp's "
-                                            "server; " + pip_extra("bench-peers") + "), transformers.")
-                     ] = "dossier,llamacpp",
+    peers: Annotated[str | None, typer.Option(
+        "--peers", "--servers",
+        help="Comma-separated servers, run in this order: dossier, llamacpp (llama.cpp's server; "
+             + pip_extra("bench-peers") + "), llamacpp-ngram (the same, drafting as many tokens as "
+             "--speculative-tokens by its own n-gram lookup), transformers. Default: dossier,llamacpp,llamacpp-ngram "
+             "(without llamacpp-ngram at --speculative-tokens 0): llama.cpp with and without drafts, as either can be "
+             "the stronger peer.")] = None,
     orders: Annotated[str, typer.Option(help="given: the --peers order; both: that order, then reversed (each "
                                              "printed).")] = "given",
     dtype: DtypeOpt = DTYPE,
@@ -49,9 +52,9 @@ def bench_serve(
              "docs/determinism.md).")] = False,
     speculative_tokens: Annotated[int, typer.Option(
         "--speculative-tokens", min=0,
-        help="dossier serve's draft tokens per step (guessed from each conversation's own history); llama.cpp's "
-             "server then drafts as many by its own n-gram lookup (ngram-simple, n = 3), so neither side alone has "
-             "the method. 0: neither drafts.")] = SPECULATIVE_TOKENS,
+        help="dossier serve's draft tokens per step (guessed from each conversation's own history; 0: none); the "
+             "llamacpp-ngram peer drafts as many by llama.cpp's own n-gram lookup (ngram-simple, n = 3).")
+    ] = SPECULATIVE_TOKENS,
     mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
                                            "OpenAI tools (dossier and llamacpp: transformers serve ignores "
                                            "tool_choice).")] = "text",
@@ -83,9 +86,16 @@ def bench_serve(
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
     from tools.errors import DossierError
 
+    if peers is None:
+        peers = "dossier,llamacpp,llamacpp-ngram" if speculative_tokens else "dossier,llamacpp"
     chosen = tuple(s.strip() for s in peers.split(",") if s.strip())
-    if not chosen or set(chosen) - {"dossier", "llamacpp", "transformers"} or len(set(chosen)) < len(chosen):
-        raise DossierError(f"--peers takes dossier, llamacpp and/or transformers, each once (got {peers!r})")
+    if not chosen or set(chosen) - {"dossier", "llamacpp", "llamacpp-ngram", "transformers"} \
+            or len(set(chosen)) < len(chosen):
+        raise DossierError(f"--peers takes dossier, llamacpp, llamacpp-ngram and/or transformers, each once "
+                           f"(got {peers!r})")
+    if "llamacpp-ngram" in chosen and not speculative_tokens:
+        raise DossierError("--peers llamacpp-ngram drafts as many tokens as --speculative-tokens, and 0 would make it "
+                           "llamacpp: drop it, or give --speculative-tokens above 0")
     if mode not in ("text", "tools") or (mode == "tools" and "transformers" in chosen):
         raise DossierError(f"--mode {mode!r}: use text, or tools without transformers (transformers serve ignores "
                            "tool_choice and returns no tool calls for SmolLM2)")

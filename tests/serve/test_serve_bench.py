@@ -178,22 +178,41 @@ def test_the_dossier_server_runs_batch_invariant_only_when_asked(monkeypatch):
     assert "--deterministic" not in commands[0] and commands[1][-1] == "--deterministic"
 
 
-def test_llamacpp_drafts_as_many_tokens_as_dossier_or_none(monkeypatch):
-    """Dossier's default n-gram drafts are matched by llama.cpp's own (ngram-simple, n = 3): a ratio with drafts on
-    one side only would credit the engine with the method; `--speculative-tokens 0` turns both off."""
+def test_llamacpp_ngram_drafts_as_many_tokens_as_dossier_and_llamacpp_none(monkeypatch):
+    """Dossier's default n-gram drafts: the llamacpp-ngram peer drafts as many by llama.cpp's own method
+    (ngram-simple, n = 3), the llamacpp peer none (llama.cpp's default); either can be the stronger peer."""
     import benchmarks.llamacpp_peer as peer
     import benchmarks.serve_bench as bench
 
     commands = []
-    monkeypatch.setattr(bench, "Server", lambda name, command, env, served, url=None: commands.append(command))
+    monkeypatch.setattr(bench, "Server", lambda name, command, env, served, url=None: commands.append((name, command)))
     monkeypatch.setattr(peer, "missing_reason", lambda: None)
     monkeypatch.setattr(peer, "gguf_of", lambda model: "model.gguf")
-    for workload in (bench.ServeWorkload(), bench.ServeWorkload(speculative_tokens=0)):
-        bench.start_dossier("default", workload)
-        bench.start_llamacpp("default", workload)
-    ours, theirs, ours_off, theirs_off = commands
-    assert ours[ours.index("--speculative-tokens") + 1] == "8" and theirs[-1] == "8"
-    assert ours_off[ours_off.index("--speculative-tokens") + 1] == "0" and theirs_off[-1] == "0"
+    workload = bench.ServeWorkload(speculative_tokens=5)
+    for key in ("dossier", "llamacpp", "llamacpp-ngram"):
+        bench.SERVERS[key]("default", workload)
+    (_, ours), (plain_name, plain), (ngram_name, ngram) = commands
+    assert ours[ours.index("--speculative-tokens") + 1] == "5"
+    assert plain[-1] == "0" and ngram[-1] == "5" and plain_name != ngram_name
+    with pytest.raises(RuntimeError, match="give one > 0"):
+        bench.start_llamacpp_ngram("default", bench.ServeWorkload(speculative_tokens=0))
+
+
+def test_bench_serve_runs_both_llamacpp_peers_by_default_and_refuses_ngram_without_drafts(monkeypatch):
+    import benchmarks.serve_bench as bench
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    chosen = []
+    monkeypatch.setattr(bench, "run_serve_benchmark", lambda model, workload, corpus, questions, servers, progress,
+                        orders: chosen.append(servers) or {"rows": [], "comparisons": []})
+    assert CliRunner().invoke(app, ["bench", "serve"]).exit_code == 0
+    assert CliRunner().invoke(app, ["bench", "serve", "--speculative-tokens", "0"]).exit_code == 0
+    assert chosen == [("dossier", "llamacpp", "llamacpp-ngram"), ("dossier", "llamacpp")]
+    refused = CliRunner().invoke(app, ["bench", "serve", "--peers", "dossier,llamacpp-ngram", "--speculative-tokens",
+                                       "0"])
+    assert refused.exit_code != 0 and "drafts as many tokens as --speculative-tokens" in str(refused.exception)
 
 
 def test_the_llamacpp_peer_turns_on_ngram_simple_only_with_draft_tokens(monkeypatch):
