@@ -40,10 +40,10 @@ class EngineConfig:
     max_num_seqs: int = 128
     # Most draft tokens a greedy decoding request puts in a step beside its last token, guessed from its own history
     # (the tokens that followed the latest earlier occurrence of its last 3-8 tokens) and kept only while the model
-    # chooses them too: an agent's repeated tool calls take a step for several tokens. Only steps that prefill
-    # nothing take drafts (a prefilling step is long already; drafts there delay a turn's first token). 0: off.
-    # In the deterministic mode the reply is bit for bit the one without drafts. Not for hybrid linear-attention,
-    # sliding-window or sampled-rows-only models (Engine.speculation_blocker). See engine/core/speculation.py.
+    # chooses them too: an agent's repeated tool calls take a step for several tokens. They take only the step's
+    # token budget and free blocks left after the real tokens. 0: off. In the deterministic mode the reply is bit
+    # for bit the one without drafts. Not for hybrid linear-attention, sliding-window or sampled-rows-only models
+    # (Engine.speculation_blocker). See engine/core/speculation.py.
     speculative_tokens: int = 8
     # Reuse full KV blocks whose (parent hash, token ids, extra key) match, across sessions.
     enable_prefix_caching: bool = True

@@ -105,12 +105,13 @@ class Scheduler:
             scheduled.add(seq.seq_id)
             seq.last_used_step = step
             budget -= length
-        if self.drafter is not None and all(chunk.request.is_decoding for chunk in chunks):
-            for chunk in chunks:  # after every real token: drafts take only the budget and blocks left over
+        if self.drafter is not None:  # after every real token: drafts take only the budget and blocks left over
+            for chunk in chunks:
                 if budget <= 0:
                     break
-                self._add_drafts(chunk, budget)
-                budget -= chunk.drafts
+                if chunk.request.is_decoding:
+                    self._add_drafts(chunk, budget)
+                    budget -= chunk.drafts
         for request in failed:
             self.blocks.release(request.seq)
             self.remove(request)
@@ -126,9 +127,9 @@ class Scheduler:
         and in blocks already free (drafts never preempt anything). Their blocks are not registered for sharing:
         the engine drops the drafts after the step, and the next steps register what was kept.
 
-        Only a step of decode rows alone takes drafts (`schedule`): there a few more rows cost little beside reading
-        the weights, while a step that prefills is already long, and drafts riding on it would delay the first
-        token of the turn it prefills."""
+        `schedule` adds drafts after every chunk of real tokens, so a prompt in the same step is never cut short or
+        preempted for a guess. (Drafting only in steps that prefill nothing was tried and dropped: on one Zen 5 the
+        serve benchmark's TTFT p50 stayed where it was, 0.29-0.30 s against 0.31-0.32 s with SmolLM2.)"""
         request, seq = chunk.request, chunk.request.seq
         most = min(self.config.speculative_tokens, budget,
                    request.sampling.max_new_tokens - len(request.output_token_ids) - 1)

@@ -6,13 +6,14 @@ them then are a cheap guess of what comes next. `propose` finds the longest such
 among equals) and returns what followed, the way vLLM's `ngram` speculative method does (vLLM docs,
 "Speculating by matching n-grams in the prompt").
 
-The engine puts a greedy request's drafts in the same forward step as its last sampled token (one chunk of
-1 + k rows) when that step prefills nothing (`Scheduler._add_drafts` says why), takes the model's choice at
+The engine puts a greedy request's drafts in the same forward step as its last sampled token (one chunk of 1 +
+k rows), in the budget the step's real tokens leave (`Scheduler._add_drafts`), takes the model's choice at
 each row in order, and keeps each draft only while it equals the choice of the row before it
 (`Engine._verify`): the tokens kept are the ones the model chose, one at a time, with the same grammar masks,
-stop rules and length limit as without drafts. What changes is only how many rows a step computes. In the batch-invariant mode (`EngineConfig.deterministic`) a row's logits do not
-depend on how its sequence was chunked, so the reply is bit for bit the reply without drafts; in the default
-mode, as with batching, a near tie between two tokens can go the other way.
+stop rules and length limit as without drafts. What changes is only how many rows a step computes. In the
+batch-invariant mode (`EngineConfig.deterministic`) a row's logits do not depend on how its sequence was
+chunked, so the reply is bit for bit the reply without drafts; in the default mode, as with batching, a near
+tie between two tokens can go the other way.
 
     from engine.core.speculation import propose
     propose([5, 6, 7, 8, 5, 6, 7], max_tokens=4)   # [8, 5, 6, 7]
