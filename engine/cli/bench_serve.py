@@ -72,15 +72,20 @@ def bench_serve(
     cannot start gets a row saying why. The defaults are the run to quote; the README's table was
     made with --orders both.
 
-    Example (SmolLM2 in int4 on a 2-core AVX2 CPU, nothing else running):
-        $ dossier bench serve --peers dossier,llamacpp --orders both --quantization int4
+    Example (SmolLM2 at the defaults, bf16, on a 2-core AMD EPYC Zen 5, nothing else running; llama.cpp with and
+    without its own n-gram drafts, the stronger of the two being the ratio to quote):
+        $ dossier bench serve --orders both
         order server             episodes  wall s episodes/h  TTFT p50  TTFT p90 request s  cached
-        1     dossier serve            16    62.2      926.2     0.77s     1.36s     6.61s   0.857
-        1     llama.cpp server         16    71.1      810.0     0.87s     1.93s     7.70s   0.821
-        2     llama.cpp server         16    70.2      820.8     0.90s     4.90s     8.00s   0.819
-        2     dossier serve            16    64.4      894.8     0.82s     1.28s     6.93s   0.857
-        dossier / llama.cpp server (order 1): episodes/h 1.14x, TTFT p50 0.89x, same turns 10/16
-        dossier / llama.cpp server (order 2): episodes/h 1.09x, TTFT p50 0.91x, same turns 6/16
+        1     dossier serve            16    11.1     5180.4     0.30s     0.40s     1.23s   0.856
+        1     llama.cpp server         16    26.0     2219.2     0.32s     1.54s     2.91s   0.810
+        1     llama.cpp + n-gram       16    27.0     2133.1     0.73s     1.40s     2.98s   0.812
+        2     llama.cpp + n-gram       16    28.3     2034.0     0.74s     3.87s     3.27s   0.804
+        2     llama.cpp server         16    25.6     2245.5     0.31s     3.59s     3.00s   0.812
+        2     dossier serve            16    12.7     4537.2     0.32s     0.50s     1.42s   0.856
+        dossier / llama.cpp server (order 1): episodes/h 2.33x, TTFT p50 0.94x, same turns 6/16
+        dossier / llama.cpp + n-gram (order 1): episodes/h 2.43x, TTFT p50 0.41x, same turns 9/16
+        dossier / llama.cpp + n-gram (order 2): episodes/h 2.23x, TTFT p50 0.43x, same turns 8/16
+        dossier / llama.cpp server (order 2): episodes/h 2.02x, TTFT p50 1.01x, same turns 7/16
     """
     threads_each = fixed_threads(threads, "bench serve", "every server gets the same")
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
