@@ -110,6 +110,19 @@ def random_prompt(length: int, seed: int, vocab: int = 448, low: int = 4) -> lis
     return torch.randint(low, vocab, (length,), generator=generator).tolist()
 
 
+def run_all(engine, prompts: list[list[int]], new: int) -> list[list[int]]:
+    """Each prompt in its own session, all submitted together (greedy, `new` tokens each); their outputs."""
+    from engine import SamplingParams
+
+    requests = []
+    for prompt in prompts:
+        session = engine.open_session()
+        session.append(prompt)
+        requests.append(engine.submit(session, SamplingParams(max_new_tokens=new, ignore_eos=True)))
+    engine.run_until_idle()
+    return [list(r.output_token_ids) for r in requests]
+
+
 def native_bf16() -> bool:
     """True on a CPU with native bf16 (avx512_bf16 or AMX), where the engine runs bf16 for real."""
     capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}

@@ -11,7 +11,7 @@ import torch
 
 from engine import Engine, EngineConfig, SamplingParams
 from models.registry import families, family_for, shape
-from tests.engine.conftest import build_model, hf_greedy, random_prompt
+from tests.engine.conftest import build_model, hf_greedy, random_prompt, run_all
 from tests.vlm.reference import LogitSpy
 from tools.errors import DossierError
 
@@ -51,22 +51,12 @@ def hf_logits(model, token_ids: list[int]) -> torch.Tensor:
     return model(torch.tensor([token_ids])).logits[0].float()
 
 
-def run_all(engine: Engine, prompts: list[list[int]], new: int = NEW) -> list[list[int]]:
-    requests = []
-    for prompt in prompts:
-        session = engine.open_session()
-        session.append(prompt)
-        requests.append(engine.submit(session, SamplingParams(max_new_tokens=new, ignore_eos=True)))
-    engine.run_until_idle()
-    return [r.output_token_ids for r in requests]
-
-
 def test_prefill_matches_hf(family_model, backend):
     name, folder, hf = family_model
     engine = engine_for(folder, backend)
     spy = LogitSpy(engine)
     prompt = random_prompt(41, seed=1)
-    assert run_all(engine, [prompt]) == [hf_greedy(hf, prompt, NEW, None)], f"{name}: prefill diverged"
+    assert run_all(engine, [prompt], NEW) == [hf_greedy(hf, prompt, NEW, None)], f"{name}: prefill diverged"
     ours = spy.rows[0][0]
     delta = (ours - hf_logits(hf, prompt)[-1]).abs().max()
     assert delta <= TOLERANCES.get(name, TOLERANCE), f"{name}: max |Δlogit| {delta:.3g} after prefill"
@@ -76,7 +66,7 @@ def test_batched_decode_with_chunked_prefill_matches_hf(family_model, backend):
     name, folder, hf = family_model
     prompts = [random_prompt(3 + 5 * i, seed=100 + i) for i in range(8)]
     engine = engine_for(folder, backend, max_num_batched_tokens=24)
-    outputs = run_all(engine, prompts)
+    outputs = run_all(engine, prompts, NEW)
     for i, (got, prompt) in enumerate(zip(outputs, prompts)):
         assert got == hf_greedy(hf, prompt, NEW, None), f"{name}: prompt {i} (length {len(prompt)}) diverged"
     assert engine.counters.forward_steps < 8 * (NEW + 1), "sequences were not batched together"

@@ -11,7 +11,7 @@ import pytest
 from engine import Engine, EngineConfig, SamplingParams
 from engine.core import llm_engine
 from engine.core.speculation import propose
-from tests.engine.conftest import random_prompt
+from tests.engine.conftest import random_prompt, run_all
 
 
 def test_propose_continues_the_latest_longest_match():
@@ -41,14 +41,9 @@ def _engine(folder, speculative: int, deterministic: bool = True, **overrides) -
 
 
 def _generate(engine: Engine, prompts, new: int = 24) -> list[list[int]]:
-    requests = []
-    for prompt in prompts:
-        session = engine.open_session()
-        session.append(prompt)
-        requests.append(engine.submit(session, SamplingParams(max_new_tokens=new, ignore_eos=True)))
-    engine.run_until_idle()
+    outputs = run_all(engine, prompts, new)
     engine.block_manager.check_invariants()
-    return [list(r.output_token_ids) for r in requests]
+    return outputs
 
 
 def _oracle(monkeypatch, truths: list[list[int]], vocab: int) -> None:
