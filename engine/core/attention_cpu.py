@@ -35,16 +35,33 @@ class SdpaBackend(AttentionBackend):
     """Reference attention on the CPU with torch's SDPA."""
 
     name = "sdpa"
+    # Chunks of at most this many tokens go through the decode path one row at a time, each row over keys
+    # 0..its position (a draft-token chunk: engine/core/speculation.py); longer chunks are prefills.
+    decode_rows_up_to = 1
+
+    def _row_decoded(self, layout: StepLayout) -> np.ndarray:
+        """Per sequence: is its chunk attended row by row on the decode path (short, and no image rows)?"""
+        q_lens = np.diff(layout.cu_seqlens_q)
+        short = q_lens <= self.decode_rows_up_to
+        if layout.image_spans is not None and self.decode_rows_up_to > 1:
+            seq_of_row = np.repeat(np.arange(layout.num_seqs), q_lens)
+            imaged = np.bincount(seq_of_row[layout.image_spans[1] > 0], minlength=layout.num_seqs) > 0
+            short &= ~imaged
+        return short
 
     def arrays(self, layout: StepLayout) -> dict[str, np.ndarray]:
         q_lens = np.diff(layout.cu_seqlens_q)
-        decode = np.flatnonzero(q_lens == 1)
+        decode = np.flatnonzero(self._row_decoded(layout))
         arrays = {"block_tables": layout.block_tables.astype(np.int64)}
         if len(decode):
-            lens = layout.context_lens[decode].astype(np.int64)
+            rows_each = q_lens[decode]
+            starts = np.repeat(layout.cu_seqlens_q[:-1][decode], rows_each)
+            offset = np.arange(len(starts)) - np.repeat(np.cumsum(rows_each) - rows_each, rows_each)  # row in chunk
+            lens = (np.repeat((layout.context_lens - q_lens)[decode], rows_each) + offset + 1).astype(np.int64)
             width = int(-(-lens.max() // self.block_size))
-            arrays["decode_rows"] = layout.cu_seqlens_q[:-1][decode].astype(np.int64)
-            arrays["decode_block_tables"] = np.ascontiguousarray(layout.block_tables[decode, :width], dtype=np.int64)
+            arrays["decode_rows"] = (starts + offset).astype(np.int64)
+            arrays["decode_block_tables"] = np.ascontiguousarray(
+                np.repeat(layout.block_tables[decode, :width], rows_each, axis=0), dtype=np.int64)
             arrays["decode_lens"] = lens
         return arrays
 
@@ -55,10 +72,12 @@ class SdpaBackend(AttentionBackend):
             meta.decode_block_tables = tensors["decode_block_tables"]
             meta.decode_lens = tensors["decode_lens"]
             meta.decode_mask = self._decode_mask(meta)
+        decoded = self._row_decoded(layout)
+        meta.all_decode = bool(decoded.all())  # every row on the decode path, in row order
         cu, context = layout.cu_seqlens_q.tolist(), layout.context_lens.tolist()
         for i, kv_len in enumerate(context):
             length = cu[i + 1] - cu[i]
-            if length == 1:
+            if decoded[i]:
                 continue
             images = None
             if layout.image_spans is not None and layout.image_spans[1, cu[i] : cu[i + 1]].any():
@@ -127,9 +146,15 @@ class SdpaBackend(AttentionBackend):
 
 
 class NumbaBackend(SdpaBackend):
-    """As `sdpa`, with decode tokens through the numba kernel (float32 or bfloat16 caches, float32 sums)."""
+    """As `sdpa`, with decode tokens through the numba kernel (float32 or bfloat16 caches, float32 sums).
+
+    A chunk of up to 16 tokens (a decoding reply's last token and its draft tokens) is attended row by row by
+    the same kernel, each row over the blocks in place: as a prefill span it would gather a copy of its whole
+    cached context per layer and run two SDPA calls, for a handful of query rows.
+    """
 
     name = "numba"
+    decode_rows_up_to = 16
 
     def _decode_mask(self, meta: AttentionMetadata) -> None:
         return None  # the kernel stops at each sequence's length

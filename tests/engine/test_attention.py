@@ -132,14 +132,21 @@ def dense_attention(q, k, v, first_query: int, window: int | None) -> torch.Tens
     return out.transpose(0, 1)
 
 
-def run_layer(backend_name, layout, k_cache, v_cache, q, k, v, window):
-    """One layer of one step, as the model runner runs it: layout -> one packed copy -> metadata -> attention."""
-    from engine.core.attention import PagedAttention, make_backend
+def make_cpu_backend(backend_name, k_cache):
+    """The named CPU backend for a one-layer cache (1, blocks, block_size, kv_heads, D), float32."""
+    from engine.core.attention import make_backend
     from models.base import ModelShape
 
     shape = ModelShape(num_layers=1, num_kv_heads=k_cache.shape[3], head_dim=k_cache.shape[4], vocab_size=1,
                        max_positions=4096)
-    backend = make_backend(backend_name, shape, k_cache.shape[2], torch.device("cpu"), torch.float32)
+    return make_backend(backend_name, shape, k_cache.shape[2], torch.device("cpu"), torch.float32)
+
+
+def run_layer(backend_name, layout, k_cache, v_cache, q, k, v, window):
+    """One layer of one step, as the model runner runs it: layout -> one packed copy -> metadata -> attention."""
+    from engine.core.attention import PagedAttention
+
+    backend = make_cpu_backend(backend_name, k_cache)
     tensors = pack_to_device({"slot_mapping": layout.slot_mapping, **backend.arrays(layout)}, torch.device("cpu"))
     meta = backend.metadata(tensors, layout)
     return PagedAttention(k_cache, v_cache, meta, backend)(0, q, k, v, window=window)
@@ -147,14 +154,17 @@ def run_layer(backend_name, layout, k_cache, v_cache, q, k, v, window):
 
 @pytest.mark.parametrize("backend", ["sdpa", "numba"])
 @pytest.mark.parametrize("window", [None, 1, 5, 64])
-def test_paged_attention_honours_a_per_call_window(backend, window):
-    """A prefill chunk at the end of a longer context and a decode token in one packed batch, with a window."""
+@pytest.mark.parametrize("first", [10, 2, 21])
+def test_paged_attention_honours_a_per_call_window(backend, window, first):
+    """A chunk at the end of a longer context and a decode token in one packed batch, with a window. The chunk
+    has 13, 21 or 2 rows: numba attends chunks of up to 16 rows row by row on its decode kernel (a reply with
+    draft tokens), longer ones as prefills."""
     g = torch.Generator().manual_seed(7)
     heads, kv_heads, dim, block_size = 4, 2, 8, 4
     k_cache = torch.zeros(1, 32, block_size, kv_heads, dim)
     v_cache = torch.zeros_like(k_cache)
     perm = torch.randperm(32, generator=g)
-    lengths, starts = (23, 18), (10, 17)  # sequence A prefills rows 10..22, sequence B decodes row 17
+    lengths, starts = (23, 18), (first, 17)  # sequence A computes rows first..22, sequence B decodes row 17
     tables = [perm[:6], perm[6:11]]
     full = [(torch.randn(n, heads, dim, generator=g), torch.randn(n, kv_heads, dim, generator=g),
              torch.randn(n, kv_heads, dim, generator=g)) for n in lengths]
@@ -170,12 +180,16 @@ def test_paged_attention_honours_a_per_call_window(backend, window):
     padded = torch.zeros(2, 6, dtype=torch.int32)
     padded[0], padded[1, :5] = tables[0][:6], tables[1]
     layout = StepLayout(
-        input_ids=np.zeros(14, np.int64), positions=np.zeros(14, np.int64),
-        slot_mapping=np.array(slots(tables[0], range(10, 23)) + slots(tables[1], [17]), np.int64),
-        cu_seqlens_q=np.array([0, 13, 14], np.int32), context_lens=np.array([23, 18], np.int32),
-        block_tables=padded.numpy(), sample_rows=np.array([12, 13], np.int64), max_q_len=13, max_context_len=23,
+        input_ids=np.zeros(24 - first, np.int64), positions=np.zeros(24 - first, np.int64),
+        slot_mapping=np.array(slots(tables[0], range(first, 23)) + slots(tables[1], [17]), np.int64),
+        cu_seqlens_q=np.array([0, 23 - first, 24 - first], np.int32), context_lens=np.array([23, 18], np.int32),
+        block_tables=padded.numpy(), sample_rows=np.array([22 - first, 23 - first], np.int64),
+        max_q_len=23 - first, max_context_len=23,
     )
     q, k, v = (torch.cat([part[i][rows] for part, rows in zip(full, new)]) for i in range(3))
+    if backend == "numba":  # which path each chunk takes: rows of short chunks are decode rows, in row order
+        rows = make_cpu_backend("numba", k_cache).arrays(layout)["decode_rows"]
+        assert rows.tolist() == (list(range(24 - first)) if 23 - first <= 16 else [23 - first])
     got = run_layer(backend, layout, k_cache, v_cache, q, k, v, window)
     want = torch.cat([dense_attention(*part, start, window) for part, start in zip(full, starts)])
     diff = (got - want).abs()
