@@ -170,7 +170,7 @@ SpeculativeOpt = Annotated[int, typer.Option(
     help="Draft tokens a greedy reply may try per step, guessed from its own conversation (what followed the last "
          "earlier occurrence of its latest 3-8 tokens: an agent's repeated tool calls and quoted text) and kept only "
          "where the model picks them too; 0 turns it off. With --deterministic the reply is the same bit for bit; "
-         "without, as with batching, a near tie can go either way.")]
+         "without, as with batching, a near tie can go either way. CPU only for now (off on a GPU).")]
 
 MAX_BATCHED_TOKENS = 2048
 MaxBatchedTokensOpt = Annotated[int, typer.Option("--max-batched-tokens", help="Token budget of one forward step.")]

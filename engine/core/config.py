@@ -43,7 +43,7 @@ class EngineConfig:
     # chooses them too: an agent's repeated tool calls take a step for several tokens. They take only the step's
     # token budget and free blocks left after the real tokens. 0: off. In the deterministic mode the reply is bit
     # for bit the one without drafts. Not for hybrid linear-attention, sliding-window or sampled-rows-only models
-    # (Engine.speculation_blocker). See engine/core/speculation.py.
+    # (Engine.speculation_blocker), and off on a GPU until measured there. See engine/core/speculation.py.
     speculative_tokens: int = 8
     # Reuse full KV blocks whose (parent hash, token ids, extra key) match, across sessions.
     enable_prefix_caching: bool = True

@@ -70,8 +70,12 @@ class Engine:
         self.scheduler = Scheduler(self.config, self.block_manager)
         self.scheduler.states = self.runner.recurrent  # a hybrid model's states: at most their slots held at once
         self.scheduler.whole_images = adapter.shape.bidirectional_images  # an image's rows see each other's keys
-        if self.config.speculative_tokens and self.speculation_blocker() is None:
-            self.scheduler.drafter = self._drafts
+        if self.config.speculative_tokens:
+            blocker = self.speculation_blocker()
+            if blocker is None:
+                self.scheduler.drafter = self._drafts
+            else:
+                log.info("draft tokens off for this model: %s", blocker)
         on_cpu = self.runner.device.type == "cpu"
         # the batch-invariant mode fixes the thread count: some matmuls' bits differ between 1 and 2 threads
         fixed_threads = self.config.cpu_threads or (available_cores() if self.runner.deterministic else None)
@@ -288,6 +292,9 @@ class Engine:
         """Why this engine's model cannot take draft tokens (None: it can). A hybrid model's linear-attention state,
         a sliding-window pool or layers that serve only the sampled rows cannot step back over a rejected draft."""
         shape = self.adapter.shape
+        if self.runner.device.type != "cpu":
+            return ("drafts are measured on the CPU only so far (on a GPU each kept draft is a host sync, and a "
+                    "drafted step leaves the CUDA graphs)")
         if self.runner.recurrent is not None:
             return "its linear-attention layers' state cannot step back over a rejected draft"
         if self.runner.window_blocks:

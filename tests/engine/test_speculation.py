@@ -194,3 +194,13 @@ def test_drafts_take_only_the_budget_a_prompt_leaves(tiny_llama, monkeypatch):
     assert steps[1][0][1] == 8  # alone, the decoding request drafted its full 8
     engine.run_until_idle()
     engine.block_manager.check_invariants()
+
+
+def test_drafts_stay_off_away_from_the_cpu(tiny_llama):
+    """Not measured on a GPU yet: an engine whose model is not on the CPU gets no drafter, and says why."""
+    import torch
+
+    engine = _engine(tiny_llama[0], 8)
+    assert engine.speculation_blocker() is None and engine.scheduler.drafter is not None
+    engine.runner.device = torch.device("meta")  # what the check reads; a CUDA engine's model is on "cuda"
+    assert "CPU only" in engine.speculation_blocker()
