@@ -52,6 +52,7 @@ def hf_model():
 
 def new_engine(**config) -> Engine:
     config.setdefault("kv_cache_gib", 1.0)
+    config.setdefault("dtype", "float32")  # the tests compare with HF's float32 greedy tokens, exactly
     return Engine.from_pretrained("default", EngineConfig(**config))
 
 
