@@ -69,6 +69,7 @@ class ServeWorkload:
     deterministic: bool = False  # dossier serve --deterministic (the batch-invariant mode, docs/determinism.md)
     # dossier serve --speculative-tokens (8: its default); the llamacpp-ngram peer drafts as many by n-gram lookup
     speculative_tokens: int = 8
+    prefill_first: bool = False  # dossier serve --prefill-first (prompts-only steps while prompts wait)
 
 
 def _free_port() -> int:
@@ -148,6 +149,8 @@ def start_dossier(model: str, workload: ServeWorkload) -> Server:
         command += ["--quantization", workload.quantization]
     if workload.deterministic:
         command.append("--deterministic")
+    if workload.prefill_first:
+        command.append("--prefill-first")
     return Server("dossier serve", command, _env(workload.threads), "bench")
 
 

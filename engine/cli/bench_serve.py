@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from engine.cli.options import (DTYPE, MODEL, QUANTIZATION, SPECULATIVE_TOKENS, DtypeOpt, FormatOpt, ModelOpt,
-                                OutputFormat, QuantizationOpt, corpus_opt, emit_json, fixed_threads, kv_cache_opt,
-                                pip_extra, threads_opt)
+                                OutputFormat, PrefillFirstOpt, QuantizationOpt, corpus_opt, emit_json, fixed_threads,
+                                kv_cache_opt, pip_extra, threads_opt)
 
 __all__ = ["register_bench"]
 
@@ -55,6 +55,7 @@ def bench_serve(
         help="dossier serve's draft tokens per step (guessed from each conversation's own history; 0: none); the "
              "llamacpp-ngram peer drafts as many by llama.cpp's own n-gram lookup (ngram-simple, n = 3).")
     ] = SPECULATIVE_TOKENS,
+    prefill_first: PrefillFirstOpt = False,
     mode: Annotated[str, typer.Option(help="text: the agent's JSON turn in plain text (every server); tools: MADQA's "
                                            "OpenAI tools (dossier and llamacpp: transformers serve ignores "
                                            "tool_choice).")] = "text",
@@ -109,7 +110,7 @@ def bench_serve(
     if (corpus is None) != (questions is None):
         raise DossierError("give --corpus and --questions together (or neither, for the sample suite)")
     workload = ServeWorkload(clients, episodes, max_iterations, k, page_chars, max_tokens, threads_each, kv_cache_gib,
-                             mode, dtype, quantization, deterministic, speculative_tokens)
+                             mode, dtype, quantization, deterministic, speculative_tokens, prefill_first)
     progress = None if fmt is OutputFormat.json else (lambda msg: typer.echo(f"… {msg}", err=True))
     result = run_serve_benchmark(model, workload, None if corpus is None else str(corpus),
                                  None if questions is None else str(questions), chosen, progress, orders=orders)

@@ -172,6 +172,12 @@ SpeculativeOpt = Annotated[int, typer.Option(
          "where the model picks them too; 0 turns it off. With --deterministic the reply is the same bit for bit; "
          "without, as with batching, a near tie can go either way. CPU only for now (off on a GPU).")]
 
+PrefillFirstOpt = Annotated[bool, typer.Option(
+    "--prefill-first/--mixed-steps",
+    help="Run a step with prompt tokens as prompts only (replies in progress wait that step) rather than beside "
+         "every decoding reply: a new request's first token comes sooner, at some cost in throughput (measured in "
+         "docs/benchmarks.md, 'Prompts first'). Default: mixed steps.")]
+
 MAX_BATCHED_TOKENS = 2048
 MaxBatchedTokensOpt = Annotated[int, typer.Option("--max-batched-tokens", help="Token budget of one forward step.")]
 

@@ -8,8 +8,8 @@ import typer
 
 from engine.cli.options import (ATTENTION, DEVICE, DTYPE, GPU_MEMORY_UTILIZATION, KV_CACHE_GIB, MAX_BATCHED_TOKENS,
                                 MODEL, THREADS, AttentionOpt, DeviceOpt, DtypeOpt, GpuMemoryOpt, MaxModelLenOpt,
-                                KvCacheOpt, MaxBatchedTokensOpt, ModelOpt, QUANTIZATION, QuantizationOpt,
-                                SPECULATIVE_TOKENS, SpeculativeOpt, ThreadsOpt, parse_quantization, pip_extra)
+                                KvCacheOpt, MaxBatchedTokensOpt, ModelOpt, PrefillFirstOpt, QUANTIZATION,
+                                QuantizationOpt, SPECULATIVE_TOKENS, SpeculativeOpt, ThreadsOpt, parse_quantization, pip_extra)
 from engine.serve.config import GRAMMAR_NEW_BURST, GRAMMAR_NEW_PER_S
 
 __all__ = ["register"]
@@ -39,6 +39,7 @@ def serve(
     quantization: QuantizationOpt = QUANTIZATION,
     threads: ThreadsOpt = THREADS,
     speculative_tokens: SpeculativeOpt = SPECULATIVE_TOKENS,
+    prefill_first: PrefillFirstOpt = False,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
         help="Batch-invariant inference (CPU): a request's logits do not depend on what else the server batches with "
@@ -126,7 +127,8 @@ def serve(
                          dtype=dtype, attention_backend=attention, seed=seed, quantization=parse_quantization(quantization),
                          cpu_threads=threads, grammar_compile_timeout_s=grammar_compile_timeout,
                          grammar_new_per_s=grammar_rate, grammar_new_burst=grammar_burst,
-                         deterministic=deterministic, speculative_tokens=speculative_tokens)
+                         deterministic=deterministic, speculative_tokens=speculative_tokens,
+                         prefill_first=prefill_first)
     engine_config = EngineConfig(**engine_kwargs)  # built once; bad engine options fail before anything loads
     if ray is not None:
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_config, served_model_name, host, port,

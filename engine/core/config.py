@@ -45,6 +45,11 @@ class EngineConfig:
     # for bit the one without drafts. Not for hybrid linear-attention, sliding-window or sampled-rows-only models
     # (Engine.speculation_blocker), and off on a GPU until measured there. See engine/core/speculation.py.
     speculative_tokens: int = 8
+    # A step with prompt tokens to compute runs prompts only (replies in progress wait that step) instead of
+    # packing them beside every decoding reply: a new request's first token comes sooner (time to first token),
+    # at a cost in throughput where decode rows ride a prefill step nearly free. Off by default (an agent waits
+    # for whole replies); see docs/benchmarks.md ("Prompts first").
+    prefill_first: bool = False
     # Reuse full KV blocks whose (parent hash, token ids, extra key) match, across sessions.
     enable_prefix_caching: bool = True
     # "cpu", "cuda", or "auto" (cuda when available).

@@ -9,6 +9,9 @@ tool keeps its blocks until then), and last the lowest-priority running request 
 preempted sequence recomputes later, first taking back whatever of its prefix is
 still cached.
 
+With `EngineConfig.prefill_first` a step with any prompt to compute runs only prompts (a new reply's first
+token sooner, replies in progress one step later); when no prompt fits, the step decodes as usual.
+
 A model whose image tokens attend to each other both ways (Gemma-3) has every image computed in one
 chunk: a chunk that would end inside an image ends before it, or, starting in it, runs to its end.
 
@@ -74,11 +77,17 @@ class Scheduler:
         failed: list[Request] = []
         scheduled: set[int] = set()
         self.blocks.begin_step()
-        # Decode tokens first: they are cheap and keep generating sessions moving.
-        order = [r for r in self.active if r.is_decoding] + [r for r in self.active if not r.is_decoding]
+        decoding = [r for r in self.active if r.is_decoding]
+        prompts = [r for r in self.active if not r.is_decoding]
+        # Decode tokens first: they are cheap and keep generating sessions moving. With `prefill_first` prompts go
+        # first, and decoding requests join only a step in which no prompt could be scheduled.
+        prompts_only = self.config.prefill_first and bool(prompts)
+        order = prompts + decoding if prompts_only else decoding + prompts
         for request in order:
             if budget <= 0 or len(chunks) >= self.config.max_num_seqs:
                 break
+            if prompts_only and chunks and request.is_decoding:
+                break  # a prompt runs in this step: replies in progress take the next one
             seq = request.seq
             if self.blocks.blocks_for(len(seq)) > self.blocks.num_blocks:
                 failed.append(request)

@@ -178,6 +178,25 @@ def test_the_dossier_server_runs_batch_invariant_only_when_asked(monkeypatch):
     assert "--deterministic" not in commands[0] and commands[1][-1] == "--deterministic"
 
 
+def test_the_dossier_server_runs_prompts_first_only_when_asked(monkeypatch):
+    """`dossier bench serve --prefill-first` reaches the server (EngineConfig.prefill_first); mixed steps otherwise."""
+    import benchmarks.serve_bench as bench
+    from typer.testing import CliRunner
+
+    from engine.cli.main import app
+
+    workloads, commands = [], []
+    monkeypatch.setattr(bench, "run_serve_benchmark", lambda model, workload, corpus, questions, servers, progress,
+                        orders: workloads.append(workload) or {"rows": [], "comparisons": []})
+    assert CliRunner().invoke(app, ["bench", "serve", "--prefill-first"]).exit_code == 0
+    assert CliRunner().invoke(app, ["bench", "serve"]).exit_code == 0
+    assert [w.prefill_first for w in workloads] == [True, False]
+    monkeypatch.setattr(bench, "Server", lambda name, command, env, served: commands.append(command))
+    for workload in workloads:
+        bench.start_dossier("default", workload)
+    assert commands[0][-1] == "--prefill-first" and "--prefill-first" not in commands[1]
+
+
 def test_llamacpp_ngram_drafts_as_many_tokens_as_dossier_and_llamacpp_none(monkeypatch):
     """Dossier's default n-gram drafts: the llamacpp-ngram peer drafts as many by llama.cpp's own method
     (ngram-simple, n = 3), the llamacpp peer none (llama.cpp's default); either can be the stronger peer."""
