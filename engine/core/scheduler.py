@@ -10,7 +10,8 @@ preempted sequence recomputes later, first taking back whatever of its prefix is
 still cached.
 
 With `EngineConfig.prefill_first` a step with any prompt to compute runs only prompts (a new reply's first
-token sooner, replies in progress one step later); when no prompt fits, the step decodes as usual.
+token sooner, replies in progress one step later); when no prompt fits, or the replies in progress have sat out a
+whole token budget of prompt tokens, the step decodes as usual.
 
 A model whose image tokens attend to each other both ways (Gemma-3) has every image computed in one
 chunk: a chunk that would end inside an image ends before it, or, starting in it, runs to its end.
@@ -58,6 +59,7 @@ class Scheduler:
         # draft tokens for a decoding request: (request, most tokens) -> (token ids, their positions, next position),
         # or None; set by the engine when speculation is on and the model allows it (engine/core/speculation.py)
         self.drafter = None
+        self.decoders_waited = 0  # prompt tokens computed in prompts-only steps since decoding requests last ran
 
     def add(self, request: Request) -> None:
         self.active.append(request)
@@ -80,8 +82,10 @@ class Scheduler:
         decoding = [r for r in self.active if r.is_decoding]
         prompts = [r for r in self.active if not r.is_decoding]
         # Decode tokens first: they are cheap and keep generating sessions moving. With `prefill_first` prompts go
-        # first, and decoding requests join only a step in which no prompt could be scheduled.
-        prompts_only = self.config.prefill_first and bool(prompts)
+        # first, and decoding requests join only a step in which no prompt could be scheduled, or once they have sat
+        # out a whole token budget of prompts (a long prompt or a stream of prompts stalls a reply a step at most).
+        prompts_only = (self.config.prefill_first and bool(prompts)
+                        and self.decoders_waited < self.config.max_num_batched_tokens)
         order = prompts + decoding if prompts_only else decoding + prompts
         for request in order:
             if budget <= 0 or len(chunks) >= self.config.max_num_seqs:
@@ -114,6 +118,8 @@ class Scheduler:
             scheduled.add(seq.seq_id)
             seq.last_used_step = step
             budget -= length
+        waited = prompts_only and bool(chunks) and bool(decoding)
+        self.decoders_waited = self.decoders_waited + sum(chunk.length for chunk in chunks) if waited else 0
         if self.drafter is not None:  # after every real token: drafts take only the budget and blocks left over
             for chunk in chunks:
                 if budget <= 0:

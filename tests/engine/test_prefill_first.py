@@ -75,4 +75,22 @@ def test_replies_are_the_same_as_with_mixed_steps(tiny_llama):
             assert engine.scheduler.preemptions > 0, "the pool never ran short: the fallback was not exercised"
     assert replies[True] == replies[False]
     assert counts[False] > 0, "mixed steps never packed a prompt beside a decode: the comparison checked nothing"
-    assert counts[True] == 0
+
+
+def test_a_reply_never_sits_out_two_steps_in_a_row(tiny_llama):
+    """A long prompt in 16-token chunks beside a decoding reply: prompts-only steps alternate with mixed ones."""
+    engine = _engine(tiny_llama[0], True, max_num_batched_tokens=16)
+    steps = _steps(engine)
+    first, replying = _submit(engine, random_prompt(10, seed=7300), new=40)
+    while not replying.output_token_ids:
+        engine.step()
+    second, long = _submit(engine, random_prompt(90, seed=7301), new=4)
+    while not long.output_token_ids:
+        engine.step()
+    since = [step for step in steps if any(sid == second.seq.seq_id for sid, _ in step)]
+    assert len(since) >= 6  # the prompt took several steps
+    decoded = [any(sid == first.seq.seq_id for sid, _ in step) for step in since]
+    assert decoded[0] is False  # the prompt's first chunk ran alone
+    assert all(a or b for a, b in zip(decoded, decoded[1:])), decoded  # never two steps in a row without the reply
+    assert decoded.count(False) >= 2  # and prompts went first more than once
+    engine.run_until_idle()
