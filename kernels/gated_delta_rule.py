@@ -20,7 +20,8 @@ A prefill split into several calls (chunked prefill, a session's next turn) pass
 state to the next: the same recurrence, so the same values up to float rounding (not the same bits: the
 chunk boundaries move with the split). transformers' `torch_chunk_gated_delta_rule` and
 `torch_recurrent_gated_delta_rule` (models/qwen3_5) are the parity reference in the tests; on CUDA the
-fla-core kernels are the field's implementation (not wired here yet).
+fla-core kernels are the field's implementation (not wired here yet; what runs of them under the Triton interpreter:
+docs/cli.md, "Hybrid models").
 
 The causal depthwise convolution in front of it (`causal_conv1d`) keeps the last kernel-1 inputs of a
 sequence as its state, so it too resumes across calls.
