@@ -94,6 +94,19 @@ _softmax_rows = njit(fastmath=True, cache=True, inline="always")(_softmax_rows_j
     _softmax_rows_jit_ready
 
 
+def _hide_later_keys_jit_ready(scores, group, rows, length):
+    """Rows folded into the group axis (`rows` > 1): query row r of `rows` sees the keys up to its own position, so
+    its last rows - 1 - r scores are pushed to -1e30, which the softmax turns into weights below 2^-125."""
+    per_row = group // rows
+    for g in range(group):
+        for t in range(length - (rows - 1 - g // per_row), length):
+            scores[g, t] = np.float32(-1e30)
+
+
+_hide_later_keys = njit(fastmath=True, cache=True, inline="always")(_hide_later_keys_jit_ready) if njit else \
+    _hide_later_keys_jit_ready
+
+
 def _store_eight_jit_ready(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7):
     """Eight keys' dot products, scaled, as scores[g, t .. t + 7] (both kernels' eight-key tiles)."""
     scores[g, t] = a0 * scale
@@ -110,10 +123,14 @@ _store_eight = njit(fastmath=True, cache=True, inline="always")(_store_eight_jit
     _store_eight_jit_ready
 
 
-def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, out):
+def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts, scale, out, stacked):
     """q (B, kv_heads, group, D); caches (blocks, block_size, kv_heads, D); block_tables (B, max_blocks); out like q.
 
     Query b attends to cache rows kv_starts[b] .. kv_lens[b] - 1 (a start above 0: a sliding window).
+    `stacked` > 1: entry b holds that many consecutive query rows of one sequence, row-major in the group axis
+    (group = stacked x query heads per KV head); row r sees stacked - 1 - r keys fewer than the last
+    (`_hide_later_keys`), so a reply's chunk with its draft tokens reads each key once for all its rows. Needs
+    kv_starts 0.
     Keys go eight at a time where eight consecutive slots lie in one block (as the bf16 kernel's rows):
     each query head's eight dot products share one pass over its q row, each output row takes eight
     weighted values in one read-modify-write, and the block table is read once per eight keys. Other
@@ -155,6 +172,8 @@ def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts
                         acc += q[b, h, g, d] * k_cache[block, slot, h, d]
                     scores[g, t] = acc * scale
                 t += 1
+        if stacked > 1:
+            _hide_later_keys(scores, group, stacked, length)
         _softmax_rows(scores, group, length, bits)
         acc_out = np.zeros((group, dim), dtype=np.float32)
         t = 0
@@ -185,7 +204,7 @@ def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts
 paged_decode = njit(parallel=True, fastmath=True, cache=True)(paged_decode_jit_ready) if njit else None
 
 
-def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_starts, scale, out):
+def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_starts, scale, out, stacked):
     """As `paged_decode_jit_ready` over bf16 caches given as uint16 bits; q and out float32.
 
     Cache rows are widened to float32 eight at a time into `rows` (the float32 view of `rows_bits`),
@@ -234,6 +253,8 @@ def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_sta
                     a7 += x * rows[7, d]
                 _store_eight(scores, g, t, scale, a0, a1, a2, a3, a4, a5, a6, a7)
             t += tile
+        if stacked > 1:
+            _hide_later_keys(scores, group, stacked, length)
         _softmax_rows(scores, group, length, bits)
         acc_out = np.zeros((group, dim), dtype=np.float32)
         t = 0
@@ -271,13 +292,16 @@ def available() -> bool:
 
 def paged_decode_torch(
     q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, kv_lens: torch.Tensor,
-    window: int | None = None,
+    window: int | None = None, rows: int = 1,
 ) -> torch.Tensor:
     """Decode attention for float32 or bfloat16 CPU tensors; q (B, kv_heads, group, D) -> same shape and dtype.
 
     bfloat16 accumulates in float32 inside the kernel, reading the caches in place.
     `window`: attend only to the last `window` cache rows of each sequence (sliding-window layers).
+    `rows`: each entry is that many consecutive query rows of one sequence folded into the group axis (row-major),
+    kv_lens the last row's key count; each row sees the keys up to its own (no window then).
     """
+    assert rows == 1 or window is None, "rows folded into one entry take no window"
     if paged_decode is None:
         raise ImportError("the numba paged-decode kernel needs numba; install it with: pip install numba==0.68.1")
     assert q.dtype == k_cache.dtype == v_cache.dtype and q.dtype in (torch.float32, torch.bfloat16)
@@ -291,11 +315,11 @@ def paged_decode_torch(
         k_bits = k_cache.view(torch.int16).numpy().view(np.uint16)  # the cache's own memory, no copy
         v_bits = v_cache.view(torch.int16).numpy().view(np.uint16)
         paged_decode_bf16(queries.numpy(), k_bits, v_bits, block_tables.numpy(), kv_lens.numpy(), starts.numpy(),
-                          scale, out.numpy())
+                          scale, out.numpy(), rows)
         return out.to(torch.bfloat16)
     out = torch.empty_like(q)
     paged_decode(
         q.numpy(), k_cache.numpy(), v_cache.numpy(), block_tables.numpy(), kv_lens.numpy(), starts.numpy(), scale,
-        out.numpy(),
+        out.numpy(), rows,
     )
     return out

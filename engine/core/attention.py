@@ -88,6 +88,9 @@ class AttentionMetadata:
     decode_block_tables: torch.Tensor | None = None  # (decodes, max_blocks) block tables of those rows
     decode_lens: torch.Tensor | None = None  # (decodes,) context length of each decode token
     decode_mask: torch.Tensor | None = None  # (decodes, 1, 1, max_blocks * block_size) bool, sdpa only
+    # numba: the decoded chunks grouped by their row count R, as (R, their rows in decode order (n * R,), block
+    # tables (n, max_blocks), key counts of their last rows (n,)): each chunk's rows go to the kernel as one entry
+    decode_stacks: list = field(default_factory=list)
     row_seq: torch.Tensor | None = None  # (tokens,) sequence of each row, batch-invariant backend
     row_tiles: torch.Tensor | None = None  # (tiles + 1,) first row of each tile of one sequence's rows, same
     prefills: list[PrefillSpan] = field(default_factory=list)

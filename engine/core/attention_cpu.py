@@ -148,13 +148,28 @@ class SdpaBackend(AttentionBackend):
 class NumbaBackend(SdpaBackend):
     """As `sdpa`, with decode tokens through the numba kernel (float32 or bfloat16 caches, float32 sums).
 
-    A chunk of up to 16 tokens (a decoding reply's last token and its draft tokens) is attended row by row by
-    the same kernel, each row over the blocks in place: as a prefill span it would gather a copy of its whole
-    cached context per layer and run two SDPA calls, for a handful of query rows.
+    A chunk of up to 16 tokens (a decoding reply's last token and its draft tokens) goes to the same kernel over
+    the blocks in place: as a prefill span it would gather a copy of its whole cached context per layer and run
+    two SDPA calls, for a handful of query rows. Its rows are stacked in one kernel entry (`decode_stacks`), each
+    row seeing the keys up to its own position, so the chunk reads its context once rather than once per row
+    (sliding-window layers take the rows one by one).
     """
 
     name = "numba"
     decode_rows_up_to = 16
+
+    def metadata(self, tensors: dict[str, torch.Tensor], layout: StepLayout) -> AttentionMetadata:
+        meta = super().metadata(tensors, layout)
+        counts = np.diff(layout.cu_seqlens_q)[self._row_decoded(layout)]
+        if len(counts) and counts.max() > 1:
+            firsts = np.cumsum(counts) - counts  # each chunk's first row in decode order
+            for stack in np.unique(counts):
+                chunks = np.flatnonzero(counts == stack)
+                rows = (firsts[chunks, None] + np.arange(stack)).reshape(-1)
+                last = torch.from_numpy(firsts[chunks] + stack - 1)
+                meta.decode_stacks.append((int(stack), torch.from_numpy(rows), meta.decode_block_tables[last],
+                                           meta.decode_lens[last]))
+        return meta
 
     def _decode_mask(self, meta: AttentionMetadata) -> None:
         return None  # the kernel stops at each sequence's length
@@ -165,8 +180,20 @@ class NumbaBackend(SdpaBackend):
 
         batch = meta.decode_lens.shape[0]
         kv_heads, head_dim = k_cache.shape[2:]
-        grouped = queries.reshape(batch, kv_heads, -1, head_dim).contiguous()  # grouped per KV head
-        return paged_decode_torch(grouped, k_cache, v_cache, meta.decode_block_tables, meta.decode_lens, window)
+        grouped = queries.reshape(batch, kv_heads, -1, head_dim)  # grouped per KV head
+        if not meta.decode_stacks or window is not None:
+            return paged_decode_torch(grouped.contiguous(), k_cache, v_cache, meta.decode_block_tables,
+                                      meta.decode_lens, window)
+        out = torch.empty_like(grouped)
+        group = grouped.shape[2]
+        for stack, rows, tables, lens in meta.decode_stacks:
+            n = lens.shape[0]
+            stacked = grouped[rows].view(n, stack, kv_heads, group, head_dim).transpose(1, 2)
+            attended = paged_decode_torch(stacked.reshape(n, kv_heads, stack * group, head_dim), k_cache, v_cache,
+                                          tables, lens, rows=stack)
+            out[rows] = attended.view(n, kv_heads, stack, group, head_dim).transpose(1, 2).reshape(-1, kv_heads,
+                                                                                                   group, head_dim)
+        return out
 
 
 class InvariantNumbaBackend(NumbaBackend):

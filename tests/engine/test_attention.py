@@ -104,7 +104,7 @@ def test_plain_python_source_is_the_same_bf16_kernel():
     out = np.empty(q.shape, dtype=np.float32)
     bits = [cache.view(torch.int16).numpy().view(np.uint16) for cache in (k_cache, v_cache)]
     paged_decode_bf16_jit_ready(q.float().numpy(), *bits, tables.numpy(), lens.numpy(), np.zeros_like(lens.numpy()),
-                                np.float32(8 ** -0.5), out)
+                                np.float32(8 ** -0.5), out, 1)
     assert_bf16_close(paged_decode_torch(q, k_cache, v_cache, tables, lens), torch.from_numpy(out), "plain python")
 
 
@@ -112,7 +112,7 @@ def test_plain_python_source_is_the_same_kernel():
     q, k_cache, v_cache, tables, lens = case(2, 2, 2, 8, 4, seed=3)
     out = np.empty(q.shape, dtype=np.float32)
     paged_decode_jit_ready(q.numpy(), k_cache.numpy(), v_cache.numpy(), tables.numpy(), lens.numpy(),
-                           np.zeros_like(lens.numpy()), np.float32(8 ** -0.5), out)
+                           np.zeros_like(lens.numpy()), np.float32(8 ** -0.5), out, 1)
     diff = np.abs(out - paged_decode_torch(q, k_cache, v_cache, tables, lens).numpy())
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
 
@@ -188,12 +188,38 @@ def test_paged_attention_honours_a_per_call_window(backend, window, first):
     )
     q, k, v = (torch.cat([part[i][rows] for part, rows in zip(full, new)]) for i in range(3))
     if backend == "numba":  # which path each chunk takes: rows of short chunks are decode rows, in row order
-        rows = make_cpu_backend("numba", k_cache).arrays(layout)["decode_rows"]
+        numba = make_cpu_backend("numba", k_cache)
+        arrays = numba.arrays(layout)
+        rows = arrays["decode_rows"]
         assert rows.tolist() == (list(range(24 - first)) if 23 - first <= 16 else [23 - first])
+        # ... and a short chunk's rows are one stacked kernel entry (the decode token another)
+        meta = numba.metadata(pack_to_device({"slot_mapping": layout.slot_mapping, **arrays}, torch.device("cpu")),
+                              layout)
+        stacks = sorted((stack, len(lens)) for stack, _, _, lens in meta.decode_stacks)
+        assert stacks == ([(1, 1), (23 - first, 1)] if 23 - first <= 16 else [])
     got = run_layer(backend, layout, k_cache, v_cache, q, k, v, window)
     want = torch.cat([dense_attention(*part, start, window) for part, start in zip(full, starts)])
     diff = (got - want).abs()
     assert diff.max() < ATOL, f"max diff {diff.max():.2e}, mean {diff.mean():.2e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_stacked_rows_equal_one_entry_per_row(dtype):
+    """A chunk's rows stacked in one kernel entry (row r seeing the keys up to its own position) give what one
+    entry per row gives, in float32 and bf16; the rows differ (a mask that hid nothing would fail)."""
+    q, k_cache, v_cache, tables, lens = case(3, 2, 3, 16, 4, seed=11, dtype=dtype, max_blocks=9)
+    stack = 5
+    lens = lens.clamp(min=stack + 1)
+    rows = torch.randn(3, stack, 2, 3, 16, generator=torch.Generator().manual_seed(12)).to(dtype)
+    stacked = paged_decode_torch(rows.transpose(1, 2).reshape(3, 2, stack * 3, 16).contiguous(), k_cache, v_cache,
+                                 tables, lens, rows=stack).view(3, 2, stack, 3, 16).transpose(1, 2)
+    for r in range(stack):
+        alone = paged_decode_torch(rows[:, r].contiguous(), k_cache, v_cache, tables, lens - (stack - 1 - r))
+        tol = 1e-6 if dtype == torch.float32 else 2**-7
+        assert (stacked[:, r].float() - alone.float()).abs().max() <= tol * alone.float().abs().max()
+        if r < stack - 1:  # the same query over all the keys is another answer
+            everything = paged_decode_torch(rows[:, r].contiguous(), k_cache, v_cache, tables, lens)
+            assert (everything.float() - alone.float()).abs().max() > 1e-3
 
 
 def test_numba_backend_takes_float32_and_bf16_and_refuses_float16():
