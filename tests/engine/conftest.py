@@ -110,17 +110,23 @@ def random_prompt(length: int, seed: int, vocab: int = 448, low: int = 4) -> lis
     return torch.randint(low, vocab, (length,), generator=generator).tolist()
 
 
-def run_all(engine, prompts: list[list[int]], new: int) -> list[list[int]]:
-    """Each prompt in its own session, all submitted together (greedy, `new` tokens each); their outputs."""
+def submit_together(engine, prompts: list[list[int]], max_new_tokens: int = 6) -> list:
+    """Each prompt in its own session, all submitted together (greedy, `max_new_tokens` each), run until idle; the
+    requests."""
     from engine import SamplingParams
 
     requests = []
     for prompt in prompts:
         session = engine.open_session()
         session.append(prompt)
-        requests.append(engine.submit(session, SamplingParams(max_new_tokens=new, ignore_eos=True)))
+        requests.append(engine.submit(session, SamplingParams(max_new_tokens=max_new_tokens, ignore_eos=True)))
     engine.run_until_idle()
-    return [list(r.output_token_ids) for r in requests]
+    return requests
+
+
+def run_all(engine, prompts: list[list[int]], new: int) -> list[list[int]]:
+    """`submit_together`'s outputs."""
+    return [list(r.output_token_ids) for r in submit_together(engine, prompts, new)]
 
 
 def native_bf16() -> bool:

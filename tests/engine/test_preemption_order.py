@@ -7,8 +7,8 @@ a prompt another step had thrown away, and the first request's decode moved one 
 
 import pytest
 
-from engine import Engine, EngineConfig, SamplingParams
-from tests.engine.conftest import hf_greedy, random_prompt
+from engine import Engine, EngineConfig
+from tests.engine.conftest import hf_greedy, random_prompt, submit_together
 
 PROMPT, NEW = 50, 8
 
@@ -20,12 +20,7 @@ def test_long_prompts_beside_a_small_pool_are_prefilled_once_in_submission_order
     engine = Engine.from_pretrained(str(folder), EngineConfig(block_size=4, num_kv_blocks=24,
                                                               max_num_batched_tokens=16, attention_backend=backend))
     prompts = [random_prompt(PROMPT, seed=900 + i) for i in range(5)]
-    requests = []
-    for prompt in prompts:
-        session = engine.open_session()
-        session.append(prompt)
-        requests.append(engine.submit(session, SamplingParams(max_new_tokens=NEW, ignore_eos=True)))
-    engine.run_until_idle()
+    requests = submit_together(engine, prompts, NEW)
     for i, (prompt, request) in enumerate(zip(prompts, requests)):
         assert request.output_token_ids == hf_greedy(hf, prompt, NEW, None), f"request {i} diverged"
     assert requests[0].counters.preemptions == 0, "a later request took an earlier one's blocks"

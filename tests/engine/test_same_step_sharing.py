@@ -7,21 +7,11 @@ same forward pass wrote).
 
 import pytest
 
-from engine import Engine, EngineConfig, SamplingParams
-from tests.engine.conftest import hf_greedy, random_prompt
+from engine import Engine, EngineConfig
+from tests.engine.conftest import hf_greedy, random_prompt, submit_together
 
 SESSIONS = 32
 PREFIX = 64  # the "system prompt": 16 full blocks of 4 tokens
-
-
-def submit_together(engine: Engine, prompts: list[list[int]], max_new_tokens: int = 6):
-    requests = []
-    for prompt in prompts:
-        session = engine.open_session()
-        session.append(prompt)
-        requests.append(engine.submit(session, SamplingParams(max_new_tokens=max_new_tokens, ignore_eos=True)))
-    engine.run_until_idle()
-    return requests
 
 
 @pytest.mark.parametrize("budget", [4096, 100])
