@@ -2,7 +2,10 @@
 
 N client threads run BM25-agent episodes over HTTP (benchmarks/serve_client.py), each turn
 re-sending the whole conversation, as MADQA's harness does against vLLM. The same clients,
-questions, corpus, model, thread count and greedy decoding run against:
+questions, corpus, model and greedy decoding run against the servers below. Threads: by default
+`dossier serve` runs at its own default (`--threads auto`: one per core other processes leave free)
+and each peer gets every core this process may use (llama.cpp's own default is its cores too);
+`threads=N` fixes every server's.
 
 - `dossier serve` (one engine, paged KV, prefix cache, continuous batching; `--dtype` and
   `--quantization` as given);
@@ -61,7 +64,10 @@ class ServeWorkload:
     k: int = 3  # pages per search
     page_chars: int = 500  # text shown per hit
     max_tokens: int = 48  # tokens per reply
-    threads: int = 2  # torch (and numba) threads of each server
+    # torch (and numba) threads: None gives dossier serve its default (auto: one per core other processes leave
+    # free, re-read every 2 s; idle threads then spin ~0.1 ms before sleeping) and every peer this process's cores;
+    # a number fixes every server's (dossier serve then waits passively: engine/core/threads.py)
+    threads: int | None = None
     kv_cache_gib: float = 1.0  # KV memory of each server
     mode: str = "text"  # "text" (every server) or "tools" (dossier and llama.cpp: MADQA's OpenAI tools)
     dtype: str = "auto"  # dossier serve --dtype
@@ -78,14 +84,22 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _env(threads: int, peer: bool = False) -> dict:
-    """A server's environment; a peer's (`peer`) waits in OpenMP as the user left it, not as Dossier chose
-    (llama.cpp links libgomp too: it ran with Dossier's passive waiting until 2026-12-06)."""
+def _threads(workload: ServeWorkload) -> int:
+    """A peer's thread count (and the cap on dossier serve's): the workload's, or every core this process may use."""
+    from engine.core.threads import available_cores
+
+    return workload.threads or available_cores()
+
+
+def _env(threads: int) -> dict:
+    """A server's environment, with OpenMP waiting as the user left it, not as this process chose: each server
+    decides its own. llama.cpp links libgomp too (it ran with Dossier's passive waiting until 2026-12-06), and
+    `dossier serve` inheriting the benchmark's OMP_WAIT_POLICY would take it for the user's and keep it."""
     from engine.core.threads import peer_environment
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "NUMBA_NUM_THREADS": str(threads),
            "PYTHONPATH": str(ROOT), "TOKENIZERS_PARALLELISM": "false"}
-    return peer_environment(env) if peer else env
+    return peer_environment(env)
 
 
 class Server:
@@ -142,7 +156,7 @@ class Server:
 
 def start_dossier(model: str, workload: ServeWorkload) -> Server:
     command = [sys.executable, "-m", "engine.cli.main", "serve", "--model", model, "--port", "0",
-               "--served-model-name", "bench", "--threads", str(workload.threads),
+               "--served-model-name", "bench", "--threads", str(workload.threads or "auto"),
                "--kv-cache-gib", str(workload.kv_cache_gib), "--dtype", workload.dtype,
                "--speculative-tokens", str(workload.speculative_tokens)]
     if workload.quantization:
@@ -151,7 +165,7 @@ def start_dossier(model: str, workload: ServeWorkload) -> Server:
         command.append("--deterministic")
     if workload.prefill_first:
         command.append("--prefill-first")
-    return Server("dossier serve", command, _env(workload.threads), "bench")
+    return Server("dossier serve", command, _env(_threads(workload)), "bench")
 
 
 def start_llamacpp(model: str, workload: ServeWorkload, draft_tokens: int = 0) -> Server:
@@ -161,9 +175,9 @@ def start_llamacpp(model: str, workload: ServeWorkload, draft_tokens: int = 0) -
     if reason:
         raise RuntimeError(reason)
     port = _free_port()
-    command = llamacpp_command(gguf_of(model), port, workload.clients, workload.threads, draft_tokens)
+    command = llamacpp_command(gguf_of(model), port, workload.clients, _threads(workload), draft_tokens)
     return Server(SERVER_NAMES["llamacpp-ngram" if draft_tokens else "llamacpp"], command,
-                  _env(workload.threads, peer=True), "bench", url=f"http://127.0.0.1:{port}")
+                  _env(_threads(workload)), "bench", url=f"http://127.0.0.1:{port}")
 
 
 def start_llamacpp_ngram(model: str, workload: ServeWorkload) -> Server:
@@ -226,7 +240,7 @@ def _transformers_server(folder: Path, workload: ServeWorkload, temporary: Path 
                "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port),
                "--cb-block-size", str(block), "--cb-num-blocks", str(blocks), "--log-level", "warning"]
     # pinned to the folder: a request must name it exactly
-    return Server("transformers serve", command, _env(workload.threads, peer=True), str(folder),
+    return Server("transformers serve", command, _env(_threads(workload)), str(folder),
                   url=f"http://127.0.0.1:{port}", temporary=temporary)
 
 

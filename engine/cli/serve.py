@@ -113,12 +113,16 @@ def serve(
     ServeConfig(host=host, port=port, api_key=api_key, max_request_bytes=int(max_request_mib * 2**20),
                 max_pinned_sessions=max_pinned_sessions, allowed_origins=origins, **limits)
     from engine.cli.options import parse_threads, set_threads
+    from engine.core.threads import spin_briefly_if_adaptive
+
+    threads = parse_threads(threads)  # None: adapt to the load
+    # before torch loads OpenMP: with the thread count following the load, idle threads may spin ~0.1 ms
+    spin_briefly_if_adaptive(threads is None and not deterministic and ray is None)
     from engine.core.llm_engine import Engine
     from engine.serve.app import build_app
     from engine.serve.backend import LocalBackend
     from engine.serve.server import serve_forever
 
-    threads = parse_threads(threads)  # None: adapt to the load
     if threads:
         set_threads(threads)
     engine_kwargs = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,

@@ -20,6 +20,21 @@ the cores other processes keep busy, and gives the forward `round(cores - others
 threads (at least 1, at most the cores this process may run on). Two Dossier jobs on two
 cores each settle on one thread, one core each. Without /proc (not Linux) it keeps the
 core count. A fixed count (`EngineConfig.cpu_threads`) turns it off.
+
+Passive waiting has its own cost: every parallel region wakes its partner thread with a futex, about
+40 us, and a prefill step of a small model runs about a thousand regions (element-wise ops on a few
+dozen rows). Where the thread count follows the load (the governor is on), a thread that spins
+briefly cannot spin against other work for long: the governor drops to one thread, which has no
+partner to wait for. So `dossier serve`, whose threads adapt by default, calls
+`spin_briefly_if_adaptive(True)` before torch loads: idle threads spin about 0.1 ms
+(GOMP_SPINCOUNT=10000), then sleep. A fixed count (`--threads N`, the deterministic mode) keeps
+passive waiting: beside a busy process a spinning fixed team was 4x slower (docs/benchmarks.md).
+
+libgomp spins only while the process's OpenMP workers are no more than its cores; beyond that it
+spins ~100 times and sleeps. It keeps one pool of workers per thread that ever ran a parallel region,
+so an engine loaded on the main thread and stepped on another has two pools, and short spinning
+silently does nothing there. `release_openmp_workers()` lets the calling thread's pool go; the server
+calls it in the loading thread before its engine thread starts.
 """
 
 from __future__ import annotations
@@ -28,8 +43,8 @@ import logging
 import os
 import time
 
-__all__ = ["ThreadGovernor", "available_cores", "omp_thread_limit", "peer_environment", "prefer_passive_waiting",
-           "set_torch_threads"]
+__all__ = ["SHORT_SPIN", "ThreadGovernor", "available_cores", "omp_thread_limit", "openmp_waiting", "peer_environment",
+           "prefer_passive_waiting", "release_openmp_workers", "set_torch_threads", "spin_briefly_if_adaptive"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +63,64 @@ def prefer_passive_waiting() -> None:
     limit = omp_thread_limit()
     if limit is not None:
         os.environ.setdefault("OMP_NUM_THREADS", str(limit))
+
+
+SHORT_SPIN = "10000"  # libgomp's spin iterations before an idle thread sleeps: about 0.1 ms
+
+
+def _openmp_runtimes() -> list[str]:
+    """Paths of the OpenMP runtimes loaded in this process (libgomp, Intel's libiomp5, LLVM's libomp), from
+    /proc/self/maps; empty where none is loaded yet or the maps cannot be read."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if ".so" in line}
+    except OSError:
+        return []
+    return sorted(path for path in paths if os.path.basename(path).startswith(("libgomp", "libiomp5", "libomp.")))
+
+
+def spin_briefly_if_adaptive(adaptive: bool) -> bool:
+    """Before torch loads: let idle OpenMP threads spin about 0.1 ms before sleeping when `adaptive` (the thread
+    count follows the load). Keeps a user's OMP_WAIT_POLICY or GOMP_SPINCOUNT, and changes nothing once an OpenMP
+    runtime is loaded (it read its settings then). Returns True when it set the short spin."""
+    if not adaptive or any(_USER_WAITING[name] is not None for name in _OMP_WAITING):
+        return False
+    if _openmp_runtimes():
+        log.debug("OpenMP is loaded already: its waiting stays %s", openmp_waiting())
+        return False
+    os.environ["GOMP_SPINCOUNT"] = SHORT_SPIN
+    return True
+
+
+def openmp_waiting() -> str:
+    """How idle OpenMP threads wait in this process, in words (for logs and `dossier version`)."""
+    spin = os.environ.get("GOMP_SPINCOUNT")
+    policy = os.environ.get("OMP_WAIT_POLICY")
+    if spin == SHORT_SPIN and _USER_WAITING["GOMP_SPINCOUNT"] is None:
+        return f"spin {SHORT_SPIN} iterations (~0.1 ms), then sleep (the thread count follows the load)"
+    if spin is not None:
+        return f"GOMP_SPINCOUNT={spin}" + (f", OMP_WAIT_POLICY={policy}" if policy else "")
+    return f"OMP_WAIT_POLICY={policy}" if policy else "the OpenMP runtime's default"
+
+
+def release_openmp_workers() -> bool:
+    """Let the worker threads of the calling thread's OpenMP pool exit (`omp_pause_resource_all`, soft).
+
+    Call it in a thread that ran parallel regions (loading a model) and hands the forward to another thread: while
+    both pools exist libgomp counts more workers than cores and stops spinning (module docstring). The next region
+    in the calling thread starts a new pool. Returns True when a runtime released its pool.
+    """
+    import ctypes
+
+    released = False
+    for path in _openmp_runtimes():
+        try:
+            pause = ctypes.CDLL(path).omp_pause_resource_all
+        except (OSError, AttributeError):  # an OpenMP before 5.0 has no pause
+            continue
+        pause.restype, pause.argtypes = ctypes.c_int, [ctypes.c_int]
+        released = pause(1) == 0 or released  # 1: omp_pause_soft
+    return released
 
 
 def peer_environment(env: dict[str, str]) -> dict[str, str]:

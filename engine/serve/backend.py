@@ -133,7 +133,12 @@ class LocalBackend:
     # --- lifecycle ------------------------------------------------------------------
 
     def start(self) -> None:
+        from engine.core.threads import release_openmp_workers
+
         self._running = True
+        # the engine thread does every forward from now on; this thread's OpenMP workers (it loaded the model) would
+        # only make libgomp count more workers than cores and stop spinning (engine/core/threads.py)
+        release_openmp_workers()
         self._thread = threading.Thread(target=self._loop, name="dossier-engine", daemon=True)
         self._thread.start()
 

@@ -90,15 +90,81 @@ def test_the_config_rejects_zero_threads():
         EngineConfig(cpu_threads=0)
 
 
-def test_a_peer_server_waits_as_the_user_left_it_not_as_dossier_chose(monkeypatch):
-    """llama.cpp links libgomp too: the benchmarks give it the user's OpenMP waiting, not Dossier's."""
+def test_every_benchmark_server_waits_as_the_user_left_it_not_as_this_process_chose(monkeypatch):
+    """llama.cpp links libgomp too, and dossier serve decides its own waiting (a short spin when its threads adapt):
+    the benchmarks give every server the user's OpenMP waiting, not the OMP_WAIT_POLICY Dossier set for itself."""
     from benchmarks.serve_bench import _env
 
     monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None})
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
-    ours, peer = _env(2), _env(2, peer=True)
-    assert ours["OMP_WAIT_POLICY"] == "PASSIVE" and ours["GOMP_SPINCOUNT"] == "10000"
-    assert "OMP_WAIT_POLICY" not in peer and "GOMP_SPINCOUNT" not in peer and peer["OMP_NUM_THREADS"] == "2"
+    env = _env(2)
+    assert "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env and env["OMP_NUM_THREADS"] == "2"
     monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": None})
-    assert _env(2, peer=True)["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert _env(2)["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_a_short_spin_only_where_the_thread_count_follows_the_load(monkeypatch):
+    """GOMP_SPINCOUNT is set for adaptive threads, before OpenMP loads, and never over the user's own settings."""
+    monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None})
+    monkeypatch.setattr(threads_module, "_openmp_runtimes", lambda: [])
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    assert not threads_module.spin_briefly_if_adaptive(False) and "GOMP_SPINCOUNT" not in os.environ
+    assert threads_module.spin_briefly_if_adaptive(True) and os.environ["GOMP_SPINCOUNT"] == threads_module.SHORT_SPIN
+    assert "0.1 ms" in threads_module.openmp_waiting()
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": None})
+    assert not threads_module.spin_briefly_if_adaptive(True) and "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.setattr(threads_module, "_USER_WAITING", {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None})
+    monkeypatch.setattr(threads_module, "_openmp_runtimes", lambda: ["/lib/libgomp.so.1"])  # loaded: too late
+    assert not threads_module.spin_briefly_if_adaptive(True) and "GOMP_SPINCOUNT" not in os.environ
+
+
+_POOL_SCRIPT = """
+import os, threading
+import torch
+from engine.core.threads import release_openmp_workers
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+torch.set_num_threads(2)
+before = tasks()
+x = torch.ones(4_000_000)
+(x * 2).sum()  # a parallel region: this thread's OpenMP pool gets a worker
+with_pool = tasks()
+released = release_openmp_workers()
+print(before, with_pool, released, tasks())
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+                    reason="needs Linux's /proc and two cores")
+def test_release_lets_the_calling_threads_openmp_workers_go():
+    """The thread that loaded a model lets its OpenMP worker exit before another thread takes over the forward."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([sys.executable, "-c", _POOL_SCRIPT], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr
+    before, with_pool, released, after = out.stdout.split()
+    assert int(with_pool) > int(before), out.stdout  # the region started a worker thread
+    assert released == "True" and int(after) < int(with_pool), out.stdout
+
+
+def test_the_server_lets_the_loading_threads_workers_go_before_its_engine_thread_steps(monkeypatch):
+    """`dossier serve` loads the model on one thread and steps it on another: the loading thread's pool goes first."""
+    import threading
+    from types import SimpleNamespace
+
+    from engine.serve.backend import LocalBackend
+
+    calls = []
+    monkeypatch.setattr(threads_module, "release_openmp_workers",
+                        lambda: calls.append((threading.get_ident(), threading.active_count())) or True)
+    backend = LocalBackend(SimpleNamespace(processor=None, max_context=64, has_pending=lambda: False))
+    running = threading.active_count()
+    backend.start()
+    backend.stop()
+    assert calls == [(threading.get_ident(), running)]  # in the calling thread, before the engine thread started

@@ -256,3 +256,25 @@ def test_the_llamacpp_peer_turns_on_ngram_simple_only_with_draft_tokens(monkeypa
     ngram = xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE
     assert on.types == [ngram] and on.ngram_simple.size_n == 3 and on.ngram_simple.size_m == 8 and on.draft.n_max == 8
     assert off.types == [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NONE]
+
+
+def test_dossier_serve_runs_at_its_own_default_threads_unless_a_number_fixes_every_servers(monkeypatch):
+    """By default the benchmark starts `dossier serve --threads auto` (its default, so its idle threads may spin
+    briefly: engine/core/threads.py) and gives llama.cpp every core; `--threads N` fixes both at N."""
+    import benchmarks.llamacpp_peer as peer
+    import benchmarks.serve_bench as bench
+    from engine.core.threads import available_cores
+
+    started = []
+    monkeypatch.setattr(bench, "Server", lambda name, command, env, served, url=None: started.append((command, env)))
+    monkeypatch.setattr(peer, "missing_reason", lambda: None)
+    monkeypatch.setattr(peer, "gguf_of", lambda model: "model.gguf")
+    for workload in (bench.ServeWorkload(), bench.ServeWorkload(threads=1)):
+        bench.start_dossier("default", workload)
+        bench.start_llamacpp("default", workload)
+    (ours, our_env), (theirs, their_env), (ours_fixed, _), (theirs_fixed, their_fixed_env) = started
+    assert ours[ours.index("--threads") + 1] == "auto" and our_env["OMP_NUM_THREADS"] == str(available_cores())
+    threads_at = theirs.index("benchmarks.llamacpp_peer") + 4  # gguf, port, slots, threads
+    assert their_env["OMP_NUM_THREADS"] == theirs[threads_at] == str(available_cores())
+    assert ours_fixed[ours_fixed.index("--threads") + 1] == "1" and their_fixed_env["OMP_NUM_THREADS"] == "1"
+    assert theirs_fixed[threads_at] == "1"
