@@ -48,9 +48,12 @@ def chat(
           \\[prefilled 15 · cached 44 · generated 8 · 0.5 s]
         you> /exit
     """
-    from engine import Engine, EngineConfig, SamplingParams
+    from engine.core.threads import spin_briefly_if_adaptive
 
     cpu_threads = parse_threads(threads)  # None: adapt to the load
+    spin_briefly_if_adaptive(cpu_threads is None)  # before torch loads OpenMP (engine/core/threads.py)
+    from engine import Engine, EngineConfig, SamplingParams
+
     if cpu_threads:
         set_threads(cpu_threads)
     config = EngineConfig(device=device, dtype=dtype, kv_cache_gib=kv_cache_gib,

@@ -37,6 +37,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
         dtype auto    float32 on cpu: the CPU has neither avx512_bf16 nor amx_bf16 (bf16 would be emulated, ...)
         quant. auto   int8 on cpu: the CPU has no native bf16: FBGEMM's int8 is its fastest kernel at every size, ...
         int8 (cpu)    FBGEMM (no AMX int8 tiles here)
+        openmp wait   serve and chat with --threads auto spin ~0.1 ms (GOMP_SPINCOUNT=10000), then sleep; a fixed ...
         sandbox:
           yes  kernel boundary: bubblewrap 0.8.0 (/usr/bin/bwrap): fresh mount, PID, network, IPC and UTS ...
           yes  no network: network namespace (bubblewrap); the socket module is refused in any case
@@ -53,6 +54,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
     except ImportError:  # pragma: no cover - torch is a hard dependency
         backends["cuda"] = False
     from engine.core.dtypes import auto_dtype, auto_quantization
+    from engine.core.threads import waiting_policy
     from tools.sandbox import sandbox_guarantees
 
     device = "cuda" if backends["cuda"] else "cpu"
@@ -67,7 +69,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
     info = {"dossier": dist_version("dossier"), "backends": backends,
             "dtype_auto": {"device": device, "dtype": choice.name, "why": choice.reason},
             "quantization_auto": {"device": device, "quantization": quantized.name, "why": quantized.reason},
-            "int8_cpu": int8,
+            "int8_cpu": int8, "openmp_waiting": waiting_policy(),
             "sandbox": sandbox}
     if fmt is OutputFormat.json:
         emit_json(info)
@@ -78,6 +80,7 @@ def version(fmt: FormatOpt = OutputFormat.human) -> None:
     typer.echo(f"{'dtype auto':<13} {choice.name} on {device}: {choice.reason}")
     typer.echo(f"{'quant. auto':<13} {quantized.name or 'none'} on {device}: {quantized.reason}")
     typer.echo(f"{'int8 (cpu)':<13} {int8}")
+    typer.echo(f"{'openmp wait':<13} {info['openmp_waiting']}")
     typer.echo("sandbox:")
     for item in sandbox:
         typer.echo(f"  {'yes' if item['held'] else 'NO ':<4} {item['guarantee']}: {item['how']}")

@@ -44,7 +44,8 @@ import os
 import time
 
 __all__ = ["SHORT_SPIN", "ThreadGovernor", "available_cores", "omp_thread_limit", "openmp_waiting", "peer_environment",
-           "prefer_passive_waiting", "release_openmp_workers", "set_torch_threads", "spin_briefly_if_adaptive"]
+           "prefer_passive_waiting", "release_openmp_workers", "set_torch_threads", "spin_briefly_if_adaptive",
+           "waiting_policy"]
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,15 @@ def openmp_waiting() -> str:
     if spin is not None:
         return f"GOMP_SPINCOUNT={spin}" + (f", OMP_WAIT_POLICY={policy}" if policy else "")
     return f"OMP_WAIT_POLICY={policy}" if policy else "the OpenMP runtime's default"
+
+
+def waiting_policy() -> str:
+    """Which commands' idle OpenMP threads spin and which sleep, in words (`dossier version`)."""
+    users = {name: value for name, value in _USER_WAITING.items() if value is not None}
+    if users:
+        return "yours, kept by every command: " + ", ".join(f"{name}={value}" for name, value in users.items())
+    return (f"serve and chat with --threads auto spin ~0.1 ms (GOMP_SPINCOUNT={SHORT_SPIN}), then sleep; a fixed "
+            "--threads or the deterministic mode (run's default) sleeps at once (OMP_WAIT_POLICY=PASSIVE)")
 
 
 def release_openmp_workers() -> bool:
