@@ -26,7 +26,6 @@ EXCEPTIONS = {
         "bench serve": "1 GiB: the documented workload's, the same for every server",
     },
     "--threads": {
-        "bench serve": "a fixed 2 for every server (llama.cpp takes no 'auto')",
         "bench quant": "a fixed 2 for every engine, so their tok/s compare",
         "bench bm25": "the multi-thread figure's fixed 2",
     },
@@ -152,7 +151,7 @@ def test_the_shared_options_come_from_options_py_with_its_default():
 
 def test_an_excepted_benchmark_says_why_in_its_help():
     found = _leaf_options()
-    for name, command in (("--threads", "bench serve"), ("--threads", "bench quant"), ("--kv-cache-gib", "bench serve"),
+    for name, command in (("--threads", "bench quant"), ("--kv-cache-gib", "bench serve"),
                           ("--kv-cache-gib", "bench engine"), ("--device", "bench quant"), ("--threads", "bench bm25")):
         help_text = found[name][command].help
         assert " here, not " in help_text, f"{command} {name}: the help does not say why its default differs"
@@ -202,7 +201,7 @@ def test_help_shows_bracketed_text_as_written(args, shown):
     assert shown in _rendered_help(args)
 
 
-@pytest.mark.parametrize("command", [["bench", "serve"], ["bench", "quant"], ["bench", "bm25"]])
+@pytest.mark.parametrize("command", [["bench", "quant"], ["bench", "bm25"]])
 def test_a_benchmark_that_pins_threads_refuses_auto_before_any_work(command):
     from tools.errors import DossierError
 
