@@ -34,7 +34,9 @@ libgomp spins only while the process's OpenMP workers are no more than its cores
 spins ~100 times and sleeps. It keeps one pool of workers per thread that ever ran a parallel region,
 so an engine loaded on the main thread and stepped on another has two pools, and short spinning
 silently does nothing there. `release_openmp_workers()` lets the calling thread's pool go; the server
-calls it in the loading thread before its engine thread starts.
+calls it in the loading thread before its engine thread starts. (Not covered: a server thread that later runs a
+parallel region itself, e.g. an image processor's torch ops, starts a pool of its own, and spinning is throttled
+again while that thread lives.)
 """
 
 from __future__ import annotations
