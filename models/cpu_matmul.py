@@ -35,9 +35,7 @@ the cache; 2026-12-07) the results are the same bits at 1, 8, 83 and 512 rows, a
     3072 x 576 (one weight)       83     361 us    327 us
 
 `dossier bench serve --model qwen2.5-1.5b --peers dossier` went from 1,043 / 1,235 to 1,496 / 1,600 episodes/h
-(alternating); SmolLM2's serve run did not change beyond its noise. The float32 products that go through oneDNN
-(a CPU not made by Intel) are packed the same way: on the same Zen 5, 3072 x 576 at 8 rows 267-318 -> 144 us,
-8960 x 1536 1,952-2,087 -> 1,072-1,165 us, 83 rows 925-1,022 -> 703-742 us, the same bits as unpacked oneDNN. The packed copy doubles the memory of the
+(alternating); SmolLM2's serve run did not change beyond its noise. The packed copy doubles the memory of the
 linears it covers, so a weight is packed only while the machine keeps a quarter of its memory available after it
 (`/proc/meminfo`); beyond that it stays on `F.linear`. A weight changed in place (its `_version`) is packed again.
 """
@@ -78,17 +76,17 @@ def onednn_float32() -> bool:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear(x, weight, bias)`; on the CPU outside autograd, bfloat16, and float32 where `onednn_float32`, go
-    through oneDNN on a weight packed once (module docstring)."""
+    """`F.linear(x, weight, bias)`; on the CPU outside autograd, float32 goes through oneDNN where `onednn_float32`,
+    and bfloat16 through oneDNN on a weight packed once (module docstring)."""
     if x.device.type != "cpu" or x.dtype != weight.dtype or (
             torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
         return F.linear(x, weight, bias)
-    if x.dtype == torch.bfloat16 or (x.dtype == torch.float32 and onednn_float32()):
+    if x.dtype == torch.float32 and onednn_float32():
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    if x.dtype == torch.bfloat16:
         packed = _packed(weight)
         if packed is not None:
             return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-        if x.dtype == torch.float32:  # not packed (memory): oneDNN on the plain weight still beats MKL there
-            return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 
 
