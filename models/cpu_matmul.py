@@ -37,7 +37,8 @@ the cache; 2026-12-07) the results are the same bits at 1, 8, 83 and 512 rows, a
 `dossier bench serve --model qwen2.5-1.5b --peers dossier` went from 1,043 / 1,235 to 1,496 / 1,600 episodes/h
 (alternating); SmolLM2's serve run did not change beyond its noise. The packed copy doubles the memory of the
 linears it covers, so a weight is packed only while the machine keeps a quarter of its memory available after it
-(`/proc/meminfo`); beyond that it stays on `F.linear`. A weight changed in place (its `_version`) is packed again.
+(`/proc/meminfo`, read once per weight); beyond that it stays on `F.linear`. A packed weight changed in place (its
+`_version`) is packed again.
 """
 
 from __future__ import annotations
@@ -115,17 +116,18 @@ def _packed(weight: torch.Tensor) -> torch.Tensor | None:
     cached = getattr(weight, "_dossier_packed", None)
     if cached is not None and cached[0] == _version(weight):
         return cached[1]
-    if _unpackable or weight.dim() != 2 or weight.layout != torch.strided:
+    if _unpackable or weight.dim() != 2 or weight.layout != torch.strided or (
+            cached is None and getattr(weight, "_dossier_unpacked", False)):  # refused once: no /proc read per call
         return None
     if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
         _unpackable.append("torch has no oneDNN linear packing")
         return None
     memory = _available_memory()
     if memory is None or memory[0] - weight.nbytes < _KEEP_AVAILABLE * memory[1]:
-        if cached is None and not getattr(weight, "_dossier_unpacked", False):
-            weight._dossier_unpacked = True  # said once per weight
-            log.debug("not packing a %s weight: %s", tuple(weight.shape),
-                      "no /proc/meminfo" if memory is None else "it would leave under a quarter of memory free")
+        weight._dossier_packed = None
+        weight._dossier_unpacked = True  # decided once per weight: it stays on F.linear
+        log.debug("not packing a %s weight: %s", tuple(weight.shape),
+                  "no /proc/meminfo" if memory is None else "it would leave under a quarter of memory free")
         return None
     try:
         packed = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), _PACK_ROWS)

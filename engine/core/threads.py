@@ -45,7 +45,7 @@ import logging
 import os
 import time
 
-__all__ = ["SHORT_SPIN", "ThreadGovernor", "available_cores", "omp_thread_limit", "openmp_waiting", "peer_environment",
+__all__ = ["SHORT_SPIN", "ThreadGovernor", "available_cores", "omp_thread_limit", "peer_environment",
            "prefer_passive_waiting", "release_openmp_workers", "set_torch_threads", "spin_briefly_if_adaptive",
            "waiting_policy"]
 
@@ -89,21 +89,10 @@ def spin_briefly_if_adaptive(adaptive: bool) -> bool:
     if not adaptive or any(_USER_WAITING[name] is not None for name in _OMP_WAITING):
         return False
     if _openmp_runtimes():
-        log.debug("OpenMP is loaded already: its waiting stays %s", openmp_waiting())
+        log.debug("OpenMP is loaded already: idle threads keep the waiting it read at load")
         return False
     os.environ["GOMP_SPINCOUNT"] = SHORT_SPIN
     return True
-
-
-def openmp_waiting() -> str:
-    """How idle OpenMP threads wait in this process, in words (for logs and `dossier version`)."""
-    spin = os.environ.get("GOMP_SPINCOUNT")
-    policy = os.environ.get("OMP_WAIT_POLICY")
-    if spin == SHORT_SPIN and _USER_WAITING["GOMP_SPINCOUNT"] is None:
-        return f"spin {SHORT_SPIN} iterations (~0.1 ms), then sleep (the thread count follows the load)"
-    if spin is not None:
-        return f"GOMP_SPINCOUNT={spin}" + (f", OMP_WAIT_POLICY={policy}" if policy else "")
-    return f"OMP_WAIT_POLICY={policy}" if policy else "the OpenMP runtime's default"
 
 
 def waiting_policy() -> str:
@@ -136,10 +125,10 @@ def release_openmp_workers() -> bool:
 
 
 def peer_environment(env: dict[str, str]) -> dict[str, str]:
-    """`env` for a peer process (llama.cpp's server in the benchmarks): OpenMP waiting as the user had it.
+    """`env` for a server a benchmark starts (llama.cpp's, or `dossier serve`): OpenMP waiting as the user had it.
 
     Dossier sets OMP_WAIT_POLICY in its own environment; a peer that links libgomp too would inherit it and wait
-    the way Dossier chose, not its own default.
+    the way Dossier chose, not its own default, and `dossier serve` would take it for the user's and keep it.
     """
     env = dict(env)
     for name in _OMP_WAITING:

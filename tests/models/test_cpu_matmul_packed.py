@@ -65,3 +65,14 @@ def test_autograd_and_float32_never_pack():
     with torch.inference_mode():
         cpu_matmul.linear(torch.randn(2, 32), plain)
     assert getattr(plain, "_dossier_packed", None) is None
+
+
+def test_a_refused_weight_is_decided_once_not_at_every_call(monkeypatch):
+    """The memory check reads /proc/meminfo once per weight: a refused weight stays on F.linear without re-reading."""
+    reads = []
+    monkeypatch.setattr(cpu_matmul, "_available_memory", lambda: reads.append(1) or (1 << 30, 16 << 30))
+    weight = torch.randn(64, 32, dtype=torch.bfloat16)
+    x = torch.randn(2, 32, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        outs = [cpu_matmul.linear(x, weight) for _ in range(3)]
+    assert len(reads) == 1 and all(torch.equal(out, F.linear(x, weight)) for out in outs)
