@@ -163,7 +163,10 @@ def run_cmd(**options) -> None:
     engine_counts = report.get("engine") or {}
     if engine_counts.get("draft_tokens"):
         tried, kept = engine_counts["draft_tokens"], engine_counts["draft_tokens_accepted"]
-        typer.echo(f"draft tokens {tried:,} tried, {kept:,} kept ({100 * kept / tried:.0f} %; --speculative-tokens)")
+        forced = engine_counts.get("draft_tokens_forced", 0)
+        forced_text = f" ({forced:,} forced by a grammar)" if forced else ""
+        typer.echo(f"draft tokens {tried:,} tried{forced_text}, {kept:,} kept ({100 * kept / tried:.0f} %; "
+                   "--speculative-tokens)")
     cache = report.get("prefix_cache")
     if cache and cache["documents"]:
         typer.echo(f"extraction prefix: {cache['shared_prefix_tokens']:.0f} tokens shared by the documents of a question; "

@@ -26,6 +26,8 @@ class Counters:
     # Draft tokens put in forward steps (engine/core/speculation.py), and of those, the ones the model chose too.
     draft_tokens: int = 0
     draft_tokens_accepted: int = 0
+    # Of the draft tokens, those a structured-output grammar forced (a tool call's frame, a schema's keys).
+    draft_tokens_forced: int = 0
 
     def add(self, other: "Counters") -> None:
         for f in fields(self):

@@ -35,7 +35,7 @@ from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
-from engine.core.speculation import propose
+from engine.core.speculation import FORCED_MOST, SEARCH_WINDOW, propose
 from engine.core.structured import GrammarCache
 from engine.core.window_blocks import WindowBlocks
 from engine.core.threads import ThreadGovernor, available_cores
@@ -303,16 +303,25 @@ class Engine:
             return "its last layers compute the sampled rows alone"
         return None
 
-    def _drafts(self, request: Request, most: int):
-        """A greedy decoding request's draft tokens (at most `most`), their positions and the next position; None
-        when it samples, or its history offers no match (engine/core/speculation.py)."""
+    def _drafts(self, request: Request, room: int):
+        """A greedy request's draft tokens for its next step (at most `room`), their positions and the next position;
+        None when it samples or has nothing to guess (engine/core/speculation.py).
+
+        First the tokens its grammar forces from here (xgrammar's jump-forward tokens: a tool call's
+        `<tool_call>\\n{"name":` frame, a schema's keys; at most `FORCED_MOST`), then up to `speculative_tokens`
+        guesses from its history after them."""
         if not request.sampling.greedy:
             return None
-        tokens = propose(request.seq.token_ids, most)
+        forced = (request.matcher.find_jump_forward_tokens()[:min(room, FORCED_MOST)]
+                  if request.matcher is not None else [])
+        history = request.seq.token_ids
+        if forced:
+            history = history[-SEARCH_WINDOW:] + forced
+        tokens = forced + propose(history, min(self.config.speculative_tokens, room - len(forced)))
         if not tokens:
             return None
         positions, next_position = self.adapter.segment_positions(Segment(tokens), request.seq.next_position)
-        request.count(draft_tokens=len(tokens))
+        request.count(draft_tokens=len(tokens), draft_tokens_forced=len(forced))
         return tokens, positions, next_position
 
     def _verify(self, chunk, logits: torch.Tensor) -> bool:

@@ -56,8 +56,9 @@ class Scheduler:
         self.preemptions = 0
         self.states = None  # a hybrid model's RecurrentStates (set by the engine): at most `slots` sequences hold one
         self.whole_images = False  # a chunk never splits an image (set by the engine for bidirectional image models)
-        # draft tokens for a decoding request: (request, most tokens) -> (token ids, their positions, next position),
-        # or None; set by the engine when speculation is on and the model allows it (engine/core/speculation.py)
+        # draft tokens for a request about to sample: (request, room in tokens) -> (token ids, their positions, next
+        # position), or None; set by the engine when speculation is on and the model allows it
+        # (engine/core/speculation.py)
         self.drafter = None
         self.decoders_waited = 0  # prompt tokens computed in prompts-only steps since decoding requests last ran
 
@@ -124,7 +125,7 @@ class Scheduler:
             for chunk in chunks:
                 if budget <= 0:
                     break
-                if chunk.request.is_decoding:
+                if chunk.samples:  # a reply in progress, or a prompt whose last token starts one
                     self._add_drafts(chunk, budget)
                     budget -= chunk.drafts
         for request in failed:
@@ -138,19 +139,20 @@ class Scheduler:
         return chunks, failed
 
     def _add_drafts(self, chunk: Chunk, budget: int) -> None:
-        """Append a decoding request's draft tokens to its sequence and its chunk, where they fit in the token budget
-        and in blocks already free (drafts never preempt anything). Their blocks are not registered for sharing:
-        the engine drops the drafts after the step, and the next steps register what was kept.
+        """Append a request's draft tokens to its sequence and its chunk, where they fit in the token budget and in
+        blocks already free (drafts never preempt anything). Their blocks are not registered for sharing: the engine
+        drops the drafts after the step, and the next steps register what was kept.
 
-        `schedule` adds drafts after every chunk of real tokens, so a prompt in the same step is never cut short or
-        preempted for a guess. (Drafting only in steps that prefill nothing was tried and dropped: on one Zen 5 the
-        serve benchmark's TTFT p50 stayed where it was, 0.29-0.30 s against 0.31-0.32 s with SmolLM2.)"""
+        A chunk that ends a prompt drafts too: the reply's first tokens (a tool call's forced frame) are computed in
+        the prompt's own step. `schedule` adds drafts after every chunk of real tokens, so a prompt in the same step
+        is never cut short or preempted for a guess. (Drafting only in steps that prefill nothing was tried and
+        dropped: on one Zen 5 the serve benchmark's TTFT p50 stayed where it was, 0.29-0.30 s against 0.31-0.32 s
+        with SmolLM2.)"""
         request, seq = chunk.request, chunk.request.seq
-        most = min(self.config.speculative_tokens, budget,
-                   request.sampling.max_new_tokens - len(request.output_token_ids) - 1)
-        if most <= 0:
+        room = min(budget, request.sampling.max_new_tokens - len(request.output_token_ids) - 1)
+        if room <= 0:
             return
-        drafted = self.drafter(request, most)
+        drafted = self.drafter(request, room)
         if drafted is None:
             return
         tokens, positions, next_position = drafted

@@ -1,4 +1,5 @@
-"""Draft tokens from a sequence's own history (n-gram "prompt lookup"), checked by the model in one step.
+"""Draft tokens, checked by the model in one step: guesses from a sequence's own history (n-gram "prompt lookup"),
+and the tokens a grammar forces.
 
 An agent's turns repeat themselves: a tool call's JSON frame, a query retried word for word, a page's
 text quoted back. When the last few tokens of a sequence occurred earlier in it, the tokens that followed
@@ -15,6 +16,14 @@ batch-invariant mode (`EngineConfig.deterministic`) a row's logits do not depend
 chunked, so the reply is bit for bit the reply without drafts; in the default mode, as with batching, a near
 tie between two tokens can go the other way.
 
+A reply held to a grammar (a tool call, a JSON schema) also drafts the tokens the grammar forces from where it is:
+xgrammar's jump-forward tokens (`GrammarMatcher.find_jump_forward_tokens`), the forced text split greedily into the
+longest vocabulary tokens (the idea of SGLang's "jump-forward decoding", checked here as drafts). MADQA's tool call is 40 SmolLM2 tokens, of which
+24 are forced (`<tool_call>\n{"name":`, `_documents", "arguments": {"query":`, `}}\n</tool_call>`). They go in the
+step as drafts and are checked like any other, so where the model would have split the text otherwise, its own
+split is kept; and a prompt's last chunk carries them too, so a forced frame costs no step of its own (the serve
+benchmark's first token is a tool call's first delta, sent once its name is known).
+
     from engine.core.speculation import propose
     propose([5, 6, 7, 8, 5, 6, 7], max_tokens=4)   # [8, 5, 6, 7]
 """
@@ -23,11 +32,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_MATCH", "MIN_MATCH", "SEARCH_WINDOW", "propose"]
+__all__ = ["FORCED_MOST", "MAX_MATCH", "MIN_MATCH", "SEARCH_WINDOW", "propose"]
 
 MIN_MATCH = 3  # the shortest suffix worth trusting: a 1- or 2-token match is mostly a common word's chance repeat
 MAX_MATCH = 8  # longer matches are not told apart further
 SEARCH_WINDOW = 8192  # only the last tokens are searched: the cost per step stays flat on long sessions
+FORCED_MOST = 32  # grammar-forced draft tokens per step at most: kept unless the model splits the text otherwise
 _CANDIDATES = 256  # most recent earlier occurrences of the last token examined
 
 

@@ -204,3 +204,69 @@ def test_drafts_stay_off_away_from_the_cpu(tiny_llama):
     assert engine.speculation_blocker() is None and engine.scheduler.drafter is not None
     engine.runner.device = torch.device("meta")  # what the check reads; a CUDA engine's model is on "cuda"
     assert "CPU only" in engine.speculation_blocker()
+
+
+# A schema whose frame is long and forced: only the string's few characters are the model's choice.
+FRAME_SCHEMA = {"type": "object", "properties": {"search_documents_query": {"type": "string", "maxLength": 6}},
+                "required": ["search_documents_query"], "additionalProperties": False}
+
+
+def test_forced_tokens_come_first_and_guesses_continue_after_them(tiny_llama, monkeypatch):
+    """The drafter takes what the grammar forces (xgrammar's jump-forward tokens), then `propose` over the history
+    with those tokens at its end, for at most --speculative-tokens guesses; the room given caps both."""
+    seen = []
+
+    def guess(token_ids, most):
+        seen.append((list(token_ids[-3:]), most))
+        return [7] * most
+
+    monkeypatch.setattr(llm_engine, "propose", guess)
+    engine = _engine(tiny_llama[0], 4)
+    session = engine.open_session()
+    session.append(PROMPTS[0])
+    request = engine.submit(session, SamplingParams(max_new_tokens=40, json_schema=FRAME_SCHEMA))
+    forced = request.matcher.find_jump_forward_tokens()
+    assert len(forced) >= 5  # `{"search_documents_query": ` in the test tokenizer's pieces
+    tokens, positions, next_position = engine._drafts(request, 30)
+    assert tokens == forced + [7] * 4 and seen[-1] == (forced[-3:], 4)
+    assert list(positions) == list(range(len(PROMPTS[0]), len(PROMPTS[0]) + len(tokens)))
+    assert engine._drafts(request, 2)[0] == forced[:2] and seen[-1][1] == 0
+    assert engine.counters.draft_tokens_forced == len(forced) + 2
+    sampled = engine.open_session()
+    sampled.append(PROMPTS[1])
+    other = engine.submit(sampled, SamplingParams(max_new_tokens=40, temperature=0.8, json_schema=FRAME_SCHEMA))
+    assert engine._drafts(other, 30) is None  # drafts are checked by argmax: greedy replies only
+
+
+def test_a_forced_frame_is_drafted_in_the_prompt_step_and_changes_no_reply(tiny_llama):
+    """Replies held to a schema: each prompt's own step carries its forced frame as drafts, the model keeps them,
+    and every reply equals an engine's that never drafted (deterministic mode), in fewer steps."""
+    folder = tiny_llama[0]
+
+    def replies(engine):
+        requests = []
+        for prompt in PROMPTS:
+            session = engine.open_session()
+            session.append(prompt)
+            requests.append(engine.submit(session, SamplingParams(max_new_tokens=24, json_schema=FRAME_SCHEMA)))
+        engine.run_until_idle()
+        engine.block_manager.check_invariants()
+        return [request.output_token_ids for request in requests]
+
+    plain_engine = _engine(folder, 0)
+    plain = replies(plain_engine)
+    engine = _engine(folder, 8)
+    steps = []
+    run = engine.runner.run
+
+    def spied(chunks):
+        steps.append([(chunk.start, chunk.drafts) for chunk in chunks])
+        return run(chunks)
+
+    engine.runner.run = spied
+    assert replies(engine) == plain
+    assert [start for start, _ in steps[0]] == [0, 0, 0]  # the first step is the three prompts
+    assert all(drafts >= 5 for _, drafts in steps[0]), steps[0]  # each with its forced frame
+    counters = engine.counters
+    assert counters.draft_tokens_forced > 0 and counters.draft_tokens_accepted >= 15, counters
+    assert counters.forward_steps < plain_engine.counters.forward_steps
