@@ -35,7 +35,7 @@ from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
-from engine.core.speculation import FORCED_MOST, SEARCH_WINDOW, propose
+from engine.core.speculation import FORCED_MOST, propose
 from engine.core.structured import GrammarCache
 from engine.core.window_blocks import WindowBlocks
 from engine.core.threads import ThreadGovernor, available_cores
@@ -307,21 +307,24 @@ class Engine:
         """A greedy request's draft tokens for its next step (at most `room`), their positions and the next position;
         None when it samples or has nothing to guess (engine/core/speculation.py).
 
-        First the tokens its grammar forces from here (xgrammar's jump-forward tokens: a tool call's
-        `<tool_call>\\n{"name":` frame, a schema's keys; at most `FORCED_MOST`), then up to `speculative_tokens`
-        guesses from its history after them."""
+        Up to `speculative_tokens` guesses from its history, cut where its grammar (if any) would refuse one; when
+        none is left, the tokens the grammar forces from here (xgrammar's jump-forward tokens: a tool call's
+        `<tool_call>\\n{"name":` frame, a schema's keys; at most `FORCED_MOST`), unless the model has already split
+        such a text its own way in this reply."""
         if not request.sampling.greedy:
             return None
-        forced = (request.matcher.find_jump_forward_tokens()[:min(room, FORCED_MOST)]
-                  if request.matcher is not None else [])
-        history = request.seq.token_ids
-        if forced:
-            history = history[-SEARCH_WINDOW:] + forced
-        tokens = forced + propose(history, min(self.config.speculative_tokens, room - len(forced)))
+        tokens = propose(request.seq.token_ids, min(self.config.speculative_tokens, room))
+        forced = 0
+        if request.matcher is not None:
+            tokens = _allowed_prefix(request.matcher, tokens)
+            if not tokens and request.draft_forced:
+                tokens = request.matcher.find_jump_forward_tokens()[:min(room, FORCED_MOST)]
+                forced = len(tokens)
+        request.forced_drafts = forced
         if not tokens:
             return None
         positions, next_position = self.adapter.segment_positions(Segment(tokens), request.seq.next_position)
-        request.count(draft_tokens=len(tokens), draft_tokens_forced=len(forced))
+        request.count(draft_tokens=len(tokens), draft_tokens_forced=forced)
         return tokens, positions, next_position
 
     def _verify(self, chunk, logits: torch.Tensor) -> bool:
@@ -339,6 +342,8 @@ class Engine:
                 if self._accept(request, token):
                     return True
                 if j == chunk.drafts or token != chunk.guesses[j]:
+                    if j == 0 and request.forced_drafts:  # the model splits forced text its own way: stop forcing
+                        request.draft_forced = False
                     return False
                 seq.num_computed_tokens += 1  # the draft's KV, computed in this step, is this token's
                 request.count(draft_tokens_accepted=1)
@@ -453,3 +458,14 @@ class Engine:
         return {"window": window.window, "total": window.num_blocks, "free": window.num_free,
                 "cached_free": window.num_cached_free, "evicted": window.blocks_evicted,
                 "held_by_session": {sid: window.held(seq) for sid, seq in self.scheduler.sequences.items()}}
+
+
+def _allowed_prefix(matcher, tokens: list[int]) -> list[int]:
+    """The longest start of `tokens` that `matcher`'s grammar accepts from its state (a fork is tried: ~1 us)."""
+    if not tokens:
+        return tokens
+    trial = matcher.fork()
+    for i, token in enumerate(tokens):
+        if not trial.accept_token(token):
+            return tokens[:i]
+    return tokens

@@ -16,13 +16,16 @@ batch-invariant mode (`EngineConfig.deterministic`) a row's logits do not depend
 chunked, so the reply is bit for bit the reply without drafts; in the default mode, as with batching, a near
 tie between two tokens can go the other way.
 
-A reply held to a grammar (a tool call, a JSON schema) also drafts the tokens the grammar forces from where it is:
-xgrammar's jump-forward tokens (`GrammarMatcher.find_jump_forward_tokens`), the forced text split greedily into the
-longest vocabulary tokens (the idea of SGLang's "jump-forward decoding", checked here as drafts). MADQA's tool call is 40 SmolLM2 tokens, of which
-24 are forced (`<tool_call>\n{"name":`, `_documents", "arguments": {"query":`, `}}\n</tool_call>`). They go in the
-step as drafts and are checked like any other, so where the model would have split the text otherwise, its own
-split is kept; and a prompt's last chunk carries them too, so a forced frame costs no step of its own (the serve
-benchmark's first token is a tool call's first delta, sent once its name is known).
+A reply held to a grammar (a tool call, a JSON schema) drafts with it. A guess stops at the first token the grammar
+would refuse (a fork of the reply's xgrammar matcher tries them: a few us). With no guess left, the drafts are the tokens
+the grammar forces from there: xgrammar's jump-forward tokens (`GrammarMatcher.find_jump_forward_tokens`), the
+forced text split greedily into the longest vocabulary tokens (the idea of SGLang's "jump-forward decoding", checked
+here as drafts). MADQA's tool call is 29 Qwen2.5 tokens, of which 14 are forced (`<tool_call>\n{"name":`,
+`_documents", "arguments": {"query":`, `</tool_call>`), and a prompt's last chunk drafts too, so a forced frame
+costs no step of its own (a tool call's first delta is sent once its name is known). A model may split the forced
+text otherwise: SmolLM2-135M writes `provide_answer` as `p`, `r`, `o`, ... under the grammar's mask. Each rejected
+draft is a row computed for nothing, so a reply whose model turns down the first token of a forced draft drafts no
+more forced tokens.
 
     from engine.core.speculation import propose
     propose([5, 6, 7, 8, 5, 6, 7], max_tokens=4)   # [8, 5, 6, 7]

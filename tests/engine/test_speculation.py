@@ -211,16 +211,11 @@ FRAME_SCHEMA = {"type": "object", "properties": {"search_documents_query": {"typ
                 "required": ["search_documents_query"], "additionalProperties": False}
 
 
-def test_forced_tokens_come_first_and_guesses_continue_after_them(tiny_llama, monkeypatch):
-    """The drafter takes what the grammar forces (xgrammar's jump-forward tokens), then `propose` over the history
-    with those tokens at its end, for at most --speculative-tokens guesses; the room given caps both."""
-    seen = []
-
-    def guess(token_ids, most):
-        seen.append((list(token_ids[-3:]), most))
-        return [7] * most
-
-    monkeypatch.setattr(llm_engine, "propose", guess)
+def test_guesses_are_cut_to_what_the_grammar_allows_and_forced_tokens_fill_in(tiny_llama, monkeypatch):
+    """With a grammar, history guesses stop at the first token it refuses; with no guess left, the drafts are what
+    it forces (xgrammar's jump-forward tokens), within the room given; sampled replies draft nothing."""
+    guesses = []
+    monkeypatch.setattr(llm_engine, "propose", lambda token_ids, most: list(guesses[:most]))
     engine = _engine(tiny_llama[0], 4)
     session = engine.open_session()
     session.append(PROMPTS[0])
@@ -228,14 +223,55 @@ def test_forced_tokens_come_first_and_guesses_continue_after_them(tiny_llama, mo
     forced = request.matcher.find_jump_forward_tokens()
     assert len(forced) >= 5  # `{"search_documents_query": ` in the test tokenizer's pieces
     tokens, positions, next_position = engine._drafts(request, 30)
-    assert tokens == forced + [7] * 4 and seen[-1] == (forced[-3:], 4)
-    assert list(positions) == list(range(len(PROMPTS[0]), len(PROMPTS[0]) + len(tokens)))
-    assert engine._drafts(request, 2)[0] == forced[:2] and seen[-1][1] == 0
-    assert engine.counters.draft_tokens_forced == len(forced) + 2
+    assert tokens == forced and engine.counters.draft_tokens_forced == len(forced)
+    assert list(positions) == list(range(len(PROMPTS[0]), len(PROMPTS[0]) + len(forced)))
+    assert engine._drafts(request, 2)[0] == forced[:2]
+    refused = next(t for t in range(engine.adapter.shape.vocab_size) if t != forced[1])  # the grammar wants forced[1]
+    guesses[:] = [forced[0], refused, forced[2]]
+    assert engine._drafts(request, 30)[0] == forced[:1]  # the guess, cut where the grammar refuses it
+    assert engine.counters.draft_tokens_forced == len(forced) + 2  # (a guess is not counted as forced)
+    guesses[:] = [refused]
+    request.draft_forced = False
+    assert engine._drafts(request, 30) is None
     sampled = engine.open_session()
     sampled.append(PROMPTS[1])
     other = engine.submit(sampled, SamplingParams(max_new_tokens=40, temperature=0.8, json_schema=FRAME_SCHEMA))
     assert engine._drafts(other, 30) is None  # drafts are checked by argmax: greedy replies only
+
+
+class _SplitsOtherwise:
+    """A matcher whose forced tokens are ones the grammar refuses: what a model that splits text its own way sees."""
+
+    def __init__(self, matcher, token: int) -> None:
+        self._matcher, self._token = matcher, token
+
+    def find_jump_forward_tokens(self):
+        return [self._token] * 6
+
+    def __getattr__(self, name):
+        return getattr(self._matcher, name)
+
+
+def test_a_reply_stops_drafting_forced_tokens_once_the_model_splits_them_otherwise(tiny_llama):
+    """One rejected forced draft turns forcing off for the rest of that reply (not for the next one), and the reply
+    is the one an engine that never drafts gives."""
+    folder = tiny_llama[0]
+    engine = _engine(folder, 8)
+    session = engine.open_session()
+    session.append(PROMPTS[0])
+    request = engine.submit(session, SamplingParams(max_new_tokens=24, json_schema=FRAME_SCHEMA))
+    vocab = engine.adapter.shape.vocab_size
+    refused = next(t for t in range(vocab) if not request.matcher.fork().accept_token(t))
+    request.matcher = _SplitsOtherwise(request.matcher, refused)
+    engine.run_until_idle()
+    assert engine.counters.draft_tokens_forced == 6 and not request.draft_forced
+    assert engine.counters.draft_tokens_accepted == 0
+    plain_engine = _engine(folder, 0)
+    again = plain_engine.open_session()
+    again.append(PROMPTS[0])
+    expected = plain_engine.submit(again, SamplingParams(max_new_tokens=24, json_schema=FRAME_SCHEMA))
+    plain_engine.run_until_idle()
+    assert request.output_token_ids == expected.output_token_ids
 
 
 def test_a_forced_frame_is_drafted_in_the_prompt_step_and_changes_no_reply(tiny_llama):
