@@ -318,7 +318,7 @@ class Engine:
         if request.matcher is not None:
             tokens = _allowed_prefix(request.matcher, tokens)
             if not tokens and request.draft_forced:
-                tokens = request.matcher.find_jump_forward_tokens()[:min(room, FORCED_MOST)]
+                tokens = self._forced_tokens(request.matcher)[:min(room, FORCED_MOST)]
                 forced = len(tokens)
         request.forced_drafts = forced
         if not tokens:
@@ -326,6 +326,22 @@ class Engine:
         positions, next_position = self.adapter.segment_positions(Segment(tokens), request.seq.next_position)
         request.count(draft_tokens=len(tokens), draft_tokens_forced=forced)
         return tokens, positions, next_position
+
+    def _forced_tokens(self, matcher) -> list[int]:
+        """The tokens `matcher`'s grammar forces from its state. xgrammar leaves out a last token that a longer one
+        could extend (the ` "` before a tool's name); the tokenizer's own split of the whole forced text, where it
+        agrees with xgrammar's tokens, adds it back, as a model writing the text's usual split would write it."""
+        tokens = matcher.find_jump_forward_tokens()
+        text = matcher.find_jump_forward_string()
+        if not text or self.processor is None:
+            return tokens
+        usual = self.processor.tokenizer.encode(text, add_special_tokens=False)
+        if len(usual) <= len(tokens) or usual[:len(tokens)] != tokens:
+            return tokens
+        trial = matcher.fork()
+        for token in tokens:
+            trial.accept_token(token)
+        return tokens + _allowed_prefix(trial, usual[len(tokens):])
 
     def _verify(self, chunk, logits: torch.Tensor) -> bool:
         """Keep a drafted chunk's tokens: the model's choice at its last real token, then at each draft that equals

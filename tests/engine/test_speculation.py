@@ -239,6 +239,35 @@ def test_guesses_are_cut_to_what_the_grammar_allows_and_forced_tokens_fill_in(ti
     assert engine._drafts(other, 30) is None  # drafts are checked by argmax: greedy replies only
 
 
+class _Forces:
+    """A matcher whose jump-forward tokens are given: the grammar's state and forced text stay the real ones."""
+
+    def __init__(self, matcher, tokens: list[int]) -> None:
+        self._matcher, self._tokens = matcher, tokens
+
+    def find_jump_forward_tokens(self):
+        return list(self._tokens)
+
+    def __getattr__(self, name):
+        return getattr(self._matcher, name)
+
+
+def test_forced_tokens_take_back_the_last_piece_xgrammar_leaves_out(tiny_llama):
+    """xgrammar omits a last token a longer one could extend; the tokenizer's split of the forced text adds it back
+    where the two agree, and nothing where they differ."""
+    engine = _engine(tiny_llama[0], 8)
+    session = engine.open_session()
+    session.append(PROMPTS[0])
+    matcher = engine.submit(session, SamplingParams(max_new_tokens=40, json_schema=FRAME_SCHEMA)).matcher
+    text = matcher.find_jump_forward_string()
+    usual = engine.processor.tokenizer.encode(text, add_special_tokens=False)
+    assert text.startswith('{"search_documents_query') and len(usual) >= 3
+    assert engine._forced_tokens(_Forces(matcher, usual[:-1])) == usual
+    assert engine._forced_tokens(_Forces(matcher, usual[:1])) == usual
+    other = [usual[1]]  # not how the tokenizer starts the text: left as xgrammar gave it
+    assert engine._forced_tokens(_Forces(matcher, other)) == other
+
+
 class _SplitsOtherwise:
     """A matcher whose forced tokens are ones the grammar refuses: what a model that splits text its own way sees."""
 
