@@ -35,7 +35,7 @@ from engine.core.sampling_params import SamplingParams
 from engine.core.scheduler import Scheduler
 from engine.core.sequence import Sequence
 from engine.core.session import Session
-from engine.core.speculation import FORCED_MOST, propose
+from engine.core.speculation import FORCED_MISSES, FORCED_MOST, propose
 from engine.core.structured import GrammarCache
 from engine.core.window_blocks import WindowBlocks
 from engine.core.threads import ThreadGovernor, available_cores
@@ -309,15 +309,15 @@ class Engine:
 
         Up to `speculative_tokens` guesses from its history, cut where its grammar (if any) would refuse one; when
         none is left, the tokens the grammar forces from here (xgrammar's jump-forward tokens: a tool call's
-        `<tool_call>\\n{"name":` frame, a schema's keys; at most `FORCED_MOST`), unless the model has already split
-        such a text its own way in this reply."""
+        `<tool_call>\\n{"name":` frame, a schema's keys; at most `FORCED_MOST`), unless the model turned down the
+        first of them `FORCED_MISSES` times in a row in this reply (it splits such text its own way)."""
         if not request.sampling.greedy:
             return None
         tokens = propose(request.seq.token_ids, min(self.config.speculative_tokens, room))
         forced = 0
         if request.matcher is not None:
             tokens = _allowed_prefix(request.matcher, tokens)
-            if not tokens and request.draft_forced:
+            if not tokens and request.forced_misses < FORCED_MISSES:
                 tokens = self._forced_tokens(request.matcher)[:min(room, FORCED_MOST)]
                 forced = len(tokens)
         request.forced_drafts = forced
@@ -355,11 +355,11 @@ class Engine:
         try:
             for j in range(chunk.drafts + 1):
                 token = sample(logits[j:j + 1], [request], self.stop_token_ids, self._grammars)[0]
+                if j == 0 and request.forced_drafts:  # did the model write the first forced token as drafted?
+                    request.forced_misses = 0 if token == chunk.guesses[0] else request.forced_misses + 1
                 if self._accept(request, token):
                     return True
                 if j == chunk.drafts or token != chunk.guesses[j]:
-                    if j == 0 and request.forced_drafts:  # the model splits forced text its own way: stop forcing
-                        request.draft_forced = False
                     return False
                 seq.num_computed_tokens += 1  # the draft's KV, computed in this step, is this token's
                 request.count(draft_tokens_accepted=1)

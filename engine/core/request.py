@@ -45,10 +45,10 @@ class Request:
         self._sinks = (self.counters, *sinks)  # this request's, its session's and the engine's counters
         self.admitted = False  # prefix-matched and counted once
         self.deferred = False  # held back one step for a prefix being computed (hybrid models: its state checkpoint)
-        # drafting what the grammar forces (engine/core/speculation.py): on until the model splits such a text into
-        # tokens of its own; `forced_drafts` is how many of the drafts in flight were forced
-        self.draft_forced = True
+        # drafting what the grammar forces (engine/core/speculation.py): `forced_drafts` is how many of the drafts in
+        # flight were forced; `forced_misses` how many times in a row the model turned down the first of them
         self.forced_drafts = 0
+        self.forced_misses = 0
         self.submitted_at = time.perf_counter()
         self.first_token_at: float | None = None
         self.finished_at: float | None = None

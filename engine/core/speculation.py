@@ -23,9 +23,10 @@ forced text split greedily into the longest vocabulary tokens (the idea of SGLan
 here as drafts). MADQA's tool call is 29 Qwen2.5 tokens, of which 14 are forced (`<tool_call>\n{"name":`,
 `_documents", "arguments": {"query":`, `</tool_call>`), and a prompt's last chunk drafts too, so a forced frame
 costs no step of its own (a tool call's first delta is sent once its name is known). A model may split the forced
-text otherwise: SmolLM2-135M writes `provide_answer` as `p`, `r`, `o`, ... under the grammar's mask. Each rejected
-draft is a row computed for nothing, so a reply whose model turns down the first token of a forced draft drafts no
-more forced tokens.
+text otherwise: SmolLM2-135M writes `provide_answer` as `p`, `r`, `o`, ... under the grammar's mask, and
+Qwen2.5-Coder-1.5B starts a call with `<` rather than the `<tool_call>` token, then writes the rest as drafted. Each
+rejected draft is a row computed for nothing, so a reply whose model turns down the first forced token
+`FORCED_MISSES` times in a row drafts no more forced tokens.
 
     from engine.core.speculation import propose
     propose([5, 6, 7, 8, 5, 6, 7], max_tokens=4)   # [8, 5, 6, 7]
@@ -35,12 +36,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FORCED_MOST", "MAX_MATCH", "MIN_MATCH", "SEARCH_WINDOW", "propose"]
+__all__ = ["FORCED_MISSES", "FORCED_MOST", "MAX_MATCH", "MIN_MATCH", "SEARCH_WINDOW", "propose"]
 
 MIN_MATCH = 3  # the shortest suffix worth trusting: a 1- or 2-token match is mostly a common word's chance repeat
 MAX_MATCH = 8  # longer matches are not told apart further
 SEARCH_WINDOW = 8192  # only the last tokens are searched: the cost per step stays flat on long sessions
 FORCED_MOST = 32  # grammar-forced draft tokens per step at most: kept unless the model splits the text otherwise
+FORCED_MISSES = 2  # a reply stops drafting forced tokens once the model turned the first one down this often in a row
 _CANDIDATES = 256  # most recent earlier occurrences of the last token examined
 
 

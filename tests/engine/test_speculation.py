@@ -10,7 +10,7 @@ import pytest
 
 from engine import Engine, EngineConfig, SamplingParams
 from engine.core import llm_engine
-from engine.core.speculation import propose
+from engine.core.speculation import FORCED_MISSES, propose
 from tests.engine.conftest import random_prompt, run_all
 
 
@@ -231,7 +231,7 @@ def test_guesses_are_cut_to_what_the_grammar_allows_and_forced_tokens_fill_in(ti
     assert engine._drafts(request, 30)[0] == forced[:1]  # the guess, cut where the grammar refuses it
     assert engine.counters.draft_tokens_forced == len(forced) + 2  # (a guess is not counted as forced)
     guesses[:] = [refused]
-    request.draft_forced = False
+    request.forced_misses = FORCED_MISSES  # the model turned forced drafts down twice in a row: none any more
     assert engine._drafts(request, 30) is None
     sampled = engine.open_session()
     sampled.append(PROMPTS[1])
@@ -269,21 +269,26 @@ def test_forced_tokens_take_back_the_last_piece_xgrammar_leaves_out(tiny_llama):
 
 
 class _SplitsOtherwise:
-    """A matcher whose forced tokens are ones the grammar refuses: what a model that splits text its own way sees."""
+    """A matcher whose forced tokens are, its first `misses` times, ones the grammar refuses (what a model that splits
+    the text its own way turns down), and then the real ones."""
 
-    def __init__(self, matcher, token: int) -> None:
-        self._matcher, self._token = matcher, token
+    def __init__(self, matcher, token: int, misses: int) -> None:
+        self._matcher, self._token, self._misses = matcher, token, misses
 
     def find_jump_forward_tokens(self):
-        return [self._token] * 6
+        if self._misses > 0:
+            self._misses -= 1
+            return [self._token] * 6
+        return self._matcher.find_jump_forward_tokens()
 
     def __getattr__(self, name):
         return getattr(self._matcher, name)
 
 
-def test_a_reply_stops_drafting_forced_tokens_once_the_model_splits_them_otherwise(tiny_llama):
-    """One rejected forced draft turns forcing off for the rest of that reply (not for the next one), and the reply
-    is the one an engine that never drafts gives."""
+@pytest.mark.parametrize("misses", [1, 100])
+def test_a_reply_stops_drafting_forced_tokens_after_two_misses_in_a_row(tiny_llama, misses):
+    """Forced drafts whose first token the model turns down twice in a row stop for the rest of the reply; one miss
+    (Qwen2.5-Coder's `<` for `<tool_call>`) does not stop them. The reply is an engine's that never drafts."""
     folder = tiny_llama[0]
     engine = _engine(folder, 8)
     session = engine.open_session()
@@ -291,10 +296,14 @@ def test_a_reply_stops_drafting_forced_tokens_once_the_model_splits_them_otherwi
     request = engine.submit(session, SamplingParams(max_new_tokens=24, json_schema=FRAME_SCHEMA))
     vocab = engine.adapter.shape.vocab_size
     refused = next(t for t in range(vocab) if not request.matcher.fork().accept_token(t))
-    request.matcher = _SplitsOtherwise(request.matcher, refused)
+    request.matcher = _SplitsOtherwise(request.matcher, refused, misses)
     engine.run_until_idle()
-    assert engine.counters.draft_tokens_forced == 6 and not request.draft_forced
-    assert engine.counters.draft_tokens_accepted == 0
+    counters = engine.counters
+    if misses > FORCED_MISSES:
+        assert request.forced_misses == FORCED_MISSES
+        assert counters.draft_tokens_forced == 6 * FORCED_MISSES and counters.draft_tokens_accepted == 0
+    else:
+        assert counters.draft_tokens_forced > 6  # after the one miss, forced tokens were drafted again
     plain_engine = _engine(folder, 0)
     again = plain_engine.open_session()
     again.append(PROMPTS[0])
