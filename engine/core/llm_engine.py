@@ -335,7 +335,10 @@ class Engine:
         text = matcher.find_jump_forward_string()
         if not text or self.processor is None:
             return tokens
-        usual = self.processor.tokenizer.encode(text, add_special_tokens=False)
+        try:
+            usual = self.processor.tokenizer.encode(text, add_special_tokens=False)
+        except RuntimeError:  # a fast tokenizer busy in a server thread ("Already borrowed"): xgrammar's tokens alone
+            return tokens
         if len(usual) <= len(tokens) or usual[:len(tokens)] != tokens:
             return tokens
         trial = matcher.fork()
@@ -477,7 +480,7 @@ class Engine:
 
 
 def _allowed_prefix(matcher, tokens: list[int]) -> list[int]:
-    """The longest start of `tokens` that `matcher`'s grammar accepts from its state (a fork is tried: ~1 us)."""
+    """The longest start of `tokens` that `matcher`'s grammar accepts from its state (a fork is tried: a few us)."""
     if not tokens:
         return tokens
     trial = matcher.fork()

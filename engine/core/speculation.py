@@ -17,8 +17,8 @@ chunked, so the reply is bit for bit the reply without drafts; in the default mo
 tie between two tokens can go the other way.
 
 A reply held to a grammar (a tool call, a JSON schema) drafts with it. A guess stops at the first token the grammar
-would refuse (a fork of the reply's xgrammar matcher tries them: a few us). With no guess left, the drafts are the tokens
-the grammar forces from there: xgrammar's jump-forward tokens (`GrammarMatcher.find_jump_forward_tokens`), the
+would refuse (a fork of the reply's xgrammar matcher tries them: a few us). With no guess left, the drafts are the
+tokens the grammar forces from there: xgrammar's jump-forward tokens (`GrammarMatcher.find_jump_forward_tokens`), the
 forced text split greedily into the longest vocabulary tokens (the idea of SGLang's "jump-forward decoding", checked
 here as drafts). MADQA's tool call is 29 Qwen2.5 tokens, of which 14 are forced (`<tool_call>\n{"name":`,
 `_documents", "arguments": {"query":`, `</tool_call>`), and a prompt's last chunk drafts too, so a forced frame
