@@ -267,6 +267,12 @@ def test_forced_tokens_take_back_the_last_piece_xgrammar_leaves_out(tiny_llama):
     other = [usual[1]]  # not how the tokenizer starts the text: left as xgrammar gave it
     assert engine._forced_tokens(_Forces(matcher, other)) == other
 
+    def busy(*args, **kwargs):
+        raise RuntimeError("Already borrowed")  # a fast tokenizer in use by another thread
+
+    engine.processor.tokenizer.encode = busy
+    assert engine._forced_tokens(_Forces(matcher, usual[:-1])) == usual[:-1]  # xgrammar's tokens alone, no error
+
 
 class _SplitsOtherwise:
     """A matcher whose forced tokens are, its first `misses` times, ones the grammar refuses (what a model that splits
