@@ -341,10 +341,7 @@ class Engine:
             return tokens
         if len(usual) <= len(tokens) or usual[:len(tokens)] != tokens:
             return tokens
-        trial = matcher.fork()
-        for token in tokens:
-            trial.accept_token(token)
-        return tokens + _allowed_prefix(trial, usual[len(tokens):])
+        return _allowed_prefix(matcher, usual)  # starts with `tokens`, which the grammar forces
 
     def _verify(self, chunk, logits: torch.Tensor) -> bool:
         """Keep a drafted chunk's tokens: the model's choice at its last real token, then at each draft that equals

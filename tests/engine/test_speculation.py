@@ -240,12 +240,16 @@ def test_guesses_are_cut_to_what_the_grammar_allows_and_forced_tokens_fill_in(ti
 
 
 class _Forces:
-    """A matcher whose jump-forward tokens are given: the grammar's state and forced text stay the real ones."""
+    """A matcher whose jump-forward tokens are given, its first `times` calls (then the real ones): the grammar's
+    state and forced text stay the real ones. Tokens the grammar refuses play a model that splits text its own way."""
 
-    def __init__(self, matcher, tokens: list[int]) -> None:
-        self._matcher, self._tokens = matcher, tokens
+    def __init__(self, matcher, tokens: list[int], times: float = float("inf")) -> None:
+        self._matcher, self._tokens, self._times = matcher, tokens, times
 
     def find_jump_forward_tokens(self):
+        if self._times <= 0:
+            return self._matcher.find_jump_forward_tokens()
+        self._times -= 1
         return list(self._tokens)
 
     def __getattr__(self, name):
@@ -274,23 +278,6 @@ def test_forced_tokens_take_back_the_last_piece_xgrammar_leaves_out(tiny_llama):
     assert engine._forced_tokens(_Forces(matcher, usual[:-1])) == usual[:-1]  # xgrammar's tokens alone, no error
 
 
-class _SplitsOtherwise:
-    """A matcher whose forced tokens are, its first `misses` times, ones the grammar refuses (what a model that splits
-    the text its own way turns down), and then the real ones."""
-
-    def __init__(self, matcher, token: int, misses: int) -> None:
-        self._matcher, self._token, self._misses = matcher, token, misses
-
-    def find_jump_forward_tokens(self):
-        if self._misses > 0:
-            self._misses -= 1
-            return [self._token] * 6
-        return self._matcher.find_jump_forward_tokens()
-
-    def __getattr__(self, name):
-        return getattr(self._matcher, name)
-
-
 @pytest.mark.parametrize("misses", [1, 100])
 def test_a_reply_stops_drafting_forced_tokens_after_two_misses_in_a_row(tiny_llama, misses):
     """Forced drafts whose first token the model turns down twice in a row stop for the rest of the reply; one miss
@@ -302,7 +289,7 @@ def test_a_reply_stops_drafting_forced_tokens_after_two_misses_in_a_row(tiny_lla
     request = engine.submit(session, SamplingParams(max_new_tokens=24, json_schema=FRAME_SCHEMA))
     vocab = engine.adapter.shape.vocab_size
     refused = next(t for t in range(vocab) if not request.matcher.fork().accept_token(t))
-    request.matcher = _SplitsOtherwise(request.matcher, refused, misses)
+    request.matcher = _Forces(request.matcher, [refused] * 6, times=misses)
     engine.run_until_idle()
     counters = engine.counters
     if misses > FORCED_MISSES:
