@@ -11,6 +11,7 @@ from engine.cli.options import (ATTENTION, DEVICE, DTYPE, GPU_MEMORY_UTILIZATION
                                 KvCacheOpt, MaxBatchedTokensOpt, ModelOpt, PrefillFirstOpt, QUANTIZATION,
                                 QuantizationOpt, SPECULATIVE_TOKENS, SpeculativeOpt, ThreadsOpt, parse_quantization, pip_extra)
 from engine.serve.config import GRAMMAR_NEW_BURST, GRAMMAR_NEW_PER_S
+from engine.serve.turn_wait import TURN_WAIT_S
 
 __all__ = ["register"]
 
@@ -40,6 +41,11 @@ def serve(
     threads: ThreadsOpt = THREADS,
     speculative_tokens: SpeculativeOpt = SPECULATIVE_TOKENS,
     prefill_first: PrefillFirstOpt = False,
+    turn_wait_ms: Annotated[float, typer.Option(
+        help="After a step that finished replies, wait up to this many ms for their next turns before stepping "
+             "again, so an agent whose tool answers in milliseconds has its next prompt computed in that step "
+             "rather than after it. Only while turns have come back this fast, and at most 10% of the time "
+             "(engine/serve/turn_wait.py). 0: never wait.")] = TURN_WAIT_S * 1000,
     deterministic: Annotated[bool, typer.Option(
         "--deterministic/--no-deterministic",
         help="Batch-invariant inference (CPU): a request's logits do not depend on what else the server batches with "
@@ -106,6 +112,8 @@ def serve(
 
     # check the server settings before the model loads (seconds): a bad --host fails at once
     origins = tuple(allowed_origin or ())
+    if not turn_wait_ms >= 0:
+        raise DossierError(f"--turn-wait-ms must be 0 (never wait) or more (got {turn_wait_ms:g})")
     limits = dict(max_schema_bytes=max_schema_bytes, max_schema_enum_values=max_schema_enum_values,
                   max_schema_properties=max_schema_properties, max_schema_depth=max_schema_depth,
                   head_timeout_s=head_timeout, body_timeout_s=body_timeout,
@@ -136,7 +144,7 @@ def serve(
     engine_config = EngineConfig(**engine_kwargs)  # built once; bad engine options fail before anything loads
     if ray is not None:
         return _serve_on_ray(ray, workers, gpus_per_worker, model, engine_config, served_model_name, host, port,
-                             api_key, max_request_mib, max_pinned_sessions, origins, limits)
+                             api_key, max_request_mib, max_pinned_sessions, origins, limits, turn_wait_ms / 1000)
     engine = Engine.from_pretrained(model, engine_config)
     if engine.processor is None:
         raise DossierError(f"model {model!r} has no tokenizer (a random-weight shape); dossier serve needs a model "
@@ -145,7 +153,7 @@ def serve(
     config = ServeConfig(host=host, port=port, api_key=api_key, served_model_names=names,
                          max_request_bytes=int(max_request_mib * 2**20), max_pinned_sessions=max_pinned_sessions,
                          allowed_origins=origins, **limits)
-    backend = LocalBackend(engine, max_pinned_sessions)
+    backend = LocalBackend(engine, max_pinned_sessions, turn_wait_s=turn_wait_ms / 1000)
     backend.start()
     stats = engine.stats()
 
@@ -161,14 +169,16 @@ def serve(
 
 
 def _serve_on_ray(address, workers, gpus_per_worker, model, engine_config, served_model_name, host, port, api_key,
-                  max_request_mib, max_pinned_sessions, origins=(), limits=None) -> None:
+                  max_request_mib, max_pinned_sessions, origins=(), limits=None,
+                  turn_wait_s: float = TURN_WAIT_S) -> None:
     """The same server with its engines on Ray workers and a prefix-aware router in front (engine/distributed/)."""
     from engine.distributed.router import RayServeBackend
     from engine.serve.app import build_app
     from engine.serve.config import ServeConfig
     from engine.serve.server import serve_forever
 
-    backend = RayServeBackend.start(address, workers, gpus_per_worker, model, engine_config, max_pinned_sessions)
+    backend = RayServeBackend.start(address, workers, gpus_per_worker, model, engine_config, max_pinned_sessions,
+                                    turn_wait_s=turn_wait_s)
     try:
         first = backend.infos[0]
         names = tuple(served_model_name or dict.fromkeys([model, first["name"]]))

@@ -26,6 +26,7 @@ from collections import OrderedDict
 
 from engine.distributed.cluster import import_ray, start_workers, stop_workers
 from engine.distributed.serve_worker import ServeWorker
+from engine.serve.turn_wait import TURN_WAIT_S
 from tools.errors import DossierError
 
 __all__ = ["RayServeBackend"]
@@ -54,7 +55,8 @@ class RayServeBackend:
 
     @classmethod
     def start(cls, address: str, workers: int, gpus_per_worker: float, model: str, engine,
-              max_pinned_sessions: int = 256, cpus_per_worker: float = 1.0) -> RayServeBackend:
+              max_pinned_sessions: int = 256, cpus_per_worker: float = 1.0,
+              turn_wait_s: float = TURN_WAIT_S) -> RayServeBackend:
         """Join or start the cluster and start `workers` engines (each loads `model`)."""
         from models.loading import load_processor
 
@@ -63,7 +65,7 @@ class RayServeBackend:
             raise DossierError(f"model {model!r} has no tokenizer; dossier serve needs a model folder or GGUF file")
         actors, infos, started = start_workers(
             ServeWorker, address, workers, cpus_per_worker, gpus_per_worker, engine,
-            lambda i, config: (i, model, config, max_pinned_sessions), max_concurrency=1000)
+            lambda i, config: (i, model, config, max_pinned_sessions, turn_wait_s), max_concurrency=1000)
         return cls(actors, infos, processor, started, max_pinned_sessions)
 
     # --- ServingBackend -----------------------------------------------------------------

@@ -14,6 +14,7 @@ import logging
 import os
 
 from engine.distributed.corpus_check import corpus_facts
+from engine.serve.turn_wait import TURN_WAIT_S
 from tools.errors import DossierError
 
 __all__ = ["ServeWorker"]
@@ -29,9 +30,11 @@ class ServeWorker:
         model: 'default', a local HF directory or a .gguf file (the same path on every node).
         config: the `EngineConfig`.
         max_pinned_sessions: conversations pinned by session_id kept at once on this worker.
+        turn_wait_s: how long the engine may wait for the next turns of replies that just finished
+            (engine/serve/turn_wait.py).
     """
 
-    def __init__(self, index: int, model: str, config, max_pinned_sessions: int):
+    def __init__(self, index: int, model: str, config, max_pinned_sessions: int, turn_wait_s: float = TURN_WAIT_S):
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # Ray forwards stderr
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from engine.core.llm_engine import Engine
@@ -41,7 +44,7 @@ class ServeWorker:
         self.engine = Engine.from_pretrained(model, config)
         if self.engine.processor is None:
             raise DossierError(f"model {model!r} has no tokenizer; dossier serve needs a model folder or GGUF file")
-        self.backend = LocalBackend(self.engine, max_pinned_sessions)
+        self.backend = LocalBackend(self.engine, max_pinned_sessions, turn_wait_s=turn_wait_s)
         self.backend.start()
         log.info("serve worker %d ready on %s (pid %d): %s on %s", index, os.uname().nodename, os.getpid(),
                  self.engine.adapter.name, self.engine.runner.device)

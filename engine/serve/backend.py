@@ -23,6 +23,7 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -33,6 +34,7 @@ from engine.core.sampling_params import SamplingParams
 from engine.serve.clients import SessionKey
 from engine.serve.prompt import Prompt
 from engine.serve.protocol import ApiError
+from engine.serve.turn_wait import TURN_WAIT_S, TurnWait
 
 __all__ = ["Finished", "Generation", "LocalBackend", "ServingBackend"]
 
@@ -111,10 +113,14 @@ class LocalBackend:
         engine: the engine (its processor renders and decodes).
         max_pinned_sessions: pinned conversations kept at once (least recently used closed beyond).
         on_finish: called in the worker thread with (generation, finished) before the client sees it.
+        turn_wait_s: after a step that finished replies, how long the engine may wait for their next turns before it
+            steps again (engine/serve/turn_wait.py); 0 never waits.
     """
 
-    def __init__(self, engine: Engine, max_pinned_sessions: int = 256, on_finish=None) -> None:
+    def __init__(self, engine: Engine, max_pinned_sessions: int = 256, on_finish=None,
+                 turn_wait_s: float = TURN_WAIT_S) -> None:
         self.engine = engine
+        self.turns = TurnWait(turn_wait_s)
         self.processor = engine.processor
         self.max_context = engine.max_context
         self.max_pinned_sessions = max_pinned_sessions
@@ -128,7 +134,8 @@ class LocalBackend:
         self._busy_pins: set[SessionKey] = set()
         self._running = False
         self._thread: threading.Thread | None = None
-        self.counters = {"requests": 0, "cancelled": 0, "errors": 0, "pinned_appends": 0, "pinned_reopened": 0}
+        self.counters = {"requests": 0, "cancelled": 0, "errors": 0, "pinned_appends": 0, "pinned_reopened": 0,
+                         "turn_waits": 0, "turn_wait_ms": 0.0}
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -177,6 +184,7 @@ class LocalBackend:
         if sampling.structure is not None:
             self.engine.prepare_structure(sampling)  # compile outside the step lock
         with self._mu:
+            self.turns.arrived(time.perf_counter())  # before it waits for the step in progress
             if pin is not None and pin in self._busy_pins:
                 raise ApiError(409, f"session_id {str(pin)!r} already has a request in flight; wait for it, or use "
                                     "another session_id", "session_id")
@@ -277,9 +285,32 @@ class LocalBackend:
             except Exception as err:  # a bug must not kill the server: fail what was running, keep serving
                 log.exception("engine step failed")
                 self._fail_all(f"engine step failed: {type(err).__name__}: {err}")
-            self._publish()
+            replies = self._publish()
+            if replies:
+                self._wait_for_turns(replies)
 
-    def _publish(self) -> None:
+    def _wait_for_turns(self, replies: int) -> None:
+        """The step just run finished `replies` replies: hold the next step until as many requests have arrived, for
+        at most what `TurnWait` allows (nothing when no request is left to step, or turns do not come back fast)."""
+        ended = time.perf_counter()
+        with self._mu:
+            limit = self.turns.finished(ended)
+            if limit <= 0 or not self._live:
+                return
+            deadline, target = ended + limit, self.counters["requests"] + replies
+            while self._running and not self._cancels and self.counters["requests"] < target:
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    break
+                self._wake.wait(timeout=left)
+            waited = time.perf_counter() - ended
+            self.turns.waited(waited)
+            self.counters["turn_waits"] += 1
+            self.counters["turn_wait_ms"] += round(waited * 1000, 3)
+
+    def _publish(self) -> int:
+        """Hand each live request its new tokens; returns how many replies ended (stop or length) in the step."""
+        ended = 0
         with self._mu:
             live = list(self._live.values())
         for generation in live:
@@ -290,6 +321,8 @@ class LocalBackend:
                 generation.loop.call_soon_threadsafe(generation.queue.put_nowait, list(new))
             if request.finished:
                 self._finish(generation)
+                ended += request.finish_reason in (FinishReason.stop, FinishReason.length)
+        return ended
 
     def _finish(self, generation: Generation) -> None:
         request = generation.request

@@ -75,3 +75,10 @@ def test_serve_refuses_a_malformed_allowed_origin_before_loading():
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1
     assert "allowed origin 'app.example/path'" in err and "Traceback" not in err
+
+
+def test_serve_refuses_a_negative_turn_wait_before_loading():
+    process = dossier("serve", "--turn-wait-ms", "-5")
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "--turn-wait-ms must be 0 (never wait) or more (got -5)" in err and "Traceback" not in err
