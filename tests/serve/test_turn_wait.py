@@ -135,6 +135,6 @@ def test_clients_that_do_not_come_back_in_time_turn_the_wait_off(engine):
     started = time.perf_counter()
     between, counters = _turns(engine, turn_wait_s=0.02, rounds=4, back_after_s=0.1)
     assert counters["turn_waits"] == 1  # tried once with nothing known, then one miss turned it off
-    assert counters["turn_wait_ms"] <= 20 + 15  # that one wait ran its window (and a scheduling hiccup)
+    assert counters["turn_wait_ms"] < 20 + 60  # that one wait ended with its window, not at the client's return
     assert min(between) >= 1
     assert time.perf_counter() - started < 60
