@@ -297,12 +297,9 @@ class LocalBackend:
             limit = self.turns.finished(ended)
             if limit <= 0 or not self._live:
                 return
-            deadline, target = ended + limit, self.counters["requests"] + replies
-            while self._running and not self._cancels and self.counters["requests"] < target:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    break
-                self._wake.wait(timeout=left)
+            target = self.counters["requests"] + replies
+            self._wake.wait_for(lambda: not self._running or self._cancels or self.counters["requests"] >= target,
+                                timeout=limit)
             waited = time.perf_counter() - ended
             self.turns.waited(waited)
             self.counters["turn_waits"] += 1
