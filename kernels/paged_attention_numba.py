@@ -62,31 +62,40 @@ def _softmax_rows_jit_ready(scores, rows, length, bits):
     the arguments lie (scores minus their row's peak); np.exp's float32 was 2e-7 there. Below -87 the
     result is 2^-126 times a tiny factor, as good as 0 beside the peak's 1.
     """
-    values = bits.view(np.float32)
     for g in range(rows):
         peak = scores[g, 0]
         for t in range(1, length):
             peak = max(peak, scores[g, t])
-        for t in range(length):
-            x = max(scores[g, t] - peak, np.float32(-87.0))
-            n = np.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))
-            r = x - n * np.float32(0.693359375) + n * np.float32(2.12194440e-4)
-            p = np.float32(1.9875691500e-4)
-            p = p * r + np.float32(1.3981999507e-3)
-            p = p * r + np.float32(8.3334519073e-3)
-            p = p * r + np.float32(4.1665795894e-2)
-            p = p * r + np.float32(1.6666665459e-1)
-            p = p * r + np.float32(5.0000001201e-1)
-            scores[g, t] = p * (r * r) + r + np.float32(1.0)
-            bits[t] = (np.int32(n) + np.int32(127)) << np.int32(23)
+        _exp_shifted(scores[g], bits, length, peak, np.float32(1.0))
         total = np.float32(0.0)
         for t in range(length):
-            e = scores[g, t] * values[t]
-            scores[g, t] = e
-            total += e
+            total += scores[g, t]
         inverse = np.float32(1.0) / total
         for t in range(length):
             scores[g, t] *= inverse
+
+
+def _exp_shifted_jit_ready(row, bits, length, peak, scale):
+    """row[t] = exp((row[t] - peak) * scale) in place for t < length (arguments <= 0), `_softmax_rows`'s expf."""
+    values = bits.view(np.float32)
+    for t in range(length):
+        x = max((row[t] - peak) * scale, np.float32(-87.0))
+        n = np.floor(x * np.float32(1.4426950408889634) + np.float32(0.5))
+        r = x - n * np.float32(0.693359375) + n * np.float32(2.12194440e-4)
+        p = np.float32(1.9875691500e-4)
+        p = p * r + np.float32(1.3981999507e-3)
+        p = p * r + np.float32(8.3334519073e-3)
+        p = p * r + np.float32(4.1665795894e-2)
+        p = p * r + np.float32(1.6666665459e-1)
+        p = p * r + np.float32(5.0000001201e-1)
+        row[t] = p * (r * r) + r + np.float32(1.0)
+        bits[t] = (np.int32(n) + np.int32(127)) << np.int32(23)
+    for t in range(length):
+        row[t] *= values[t]
+
+
+_exp_shifted = njit(fastmath=True, cache=True, inline="always")(_exp_shifted_jit_ready) if njit else \
+    _exp_shifted_jit_ready
 
 
 # Both kernels call this one; numba inlines it into their loops, and the plain-Python kernels call it too.

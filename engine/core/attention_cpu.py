@@ -116,13 +116,20 @@ class SdpaBackend(AttentionBackend):
             out[meta.decode_rows] = attended.view(-1, heads, head_dim)
         for span, mask in zip(meta.prefills, prefill_masks):
             rows = slice(span.token_start, span.token_start + span.length)
+            continued = span.mask is not None and window is None and span.images is None
+            if continued and _bf16_prefill_kernel(q, k_cache):
+                from kernels.prefill_attention_bf16 import paged_prefill_bf16
+
+                out[rows] = paged_prefill_bf16(q[rows].transpose(0, 1), k_cache, v_cache, span.block_table,
+                                               span.kv_len).transpose(0, 1)
+                continue
             if span.mask is None:  # the chunk is the whole context: its fresh K/V are all there is
                 keys, values = k[rows].transpose(0, 1), v[rows].transpose(0, 1)  # (kv_heads, kv_len, D)
             else:
                 keys = k_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
                 values = v_cache.index_select(0, span.block_table).flatten(0, 1)[: span.kv_len].transpose(0, 1)
             queries = q[rows].transpose(0, 1)  # (heads, length, D)
-            if span.mask is not None and window is None and span.images is None and _FLASH is not None:
+            if continued and _FLASH is not None:
                 out[rows] = _continued_prefill(queries, keys, values).transpose(0, 1)
                 continue
             attended = F.scaled_dot_product_attention(
@@ -244,6 +251,16 @@ class InvariantNumbaBackend(NumbaBackend):
 
 
 _FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # (output, logsumexp)
+
+
+def _bf16_prefill_kernel(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
+    """Does a continued prefill take kernels/prefill_attention_bf16.py (bf16, head dim a multiple of 64, a CPU with
+    AVX512-BF16 and no AMX)? 2.0-2.1x torch's flash kernel at 90 rows over 1,500 keys on an AMD EPYC Zen 5."""
+    if not (q.dtype == k_cache.dtype == torch.bfloat16 and q.shape[-1] % 64 == 0):
+        return False
+    from kernels.prefill_attention_bf16 import available
+
+    return available()
 
 
 def _continued_prefill(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
