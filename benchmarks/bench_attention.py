@@ -7,7 +7,12 @@ keys and to itself causally. The peer is what HF transformers and our engine did
 head, the chunk's own part causal, merged by log-sum-exps. Both are warmed up and run on the same
 threads and inputs; the figure is the ratio of medians, with the largest difference between outputs.
 
+In bf16 on a CPU with AVX512-BF16 and no AMX the engine takes `kernels/prefill_attention_bf16.py` instead
+(`vdpbf16ps` dot products): its columns compare it with the flash split above, the stronger of the two peers.
+
     .venv/bin/python benchmarks/bench_attention.py --threads 2
+    .venv/bin/python benchmarks/bench_attention.py --threads 2 --heads 9 --kv-heads 3 --head-dim 64 \
+        --shapes 90@1500,90@4096,512@4096   # SmolLM2's heads, serve turns
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ def _median_seconds(fn, repeats: int) -> float:
 
 def main() -> None:
     from engine.core.attention_cpu import _FLASH, _continued_prefill
+    from kernels import prefill_attention_bf16
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -52,8 +58,10 @@ def main() -> None:
     group = args.heads // args.kv_heads
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.dtype}, {args.heads} query heads "
           f"on {args.kv_heads} KV heads, head dim {args.head_dim}, median of {args.repeats}")
-    print("| chunk | context | masked SDPA (peer) | ours | ours vs peer | max |difference| |")
-    print("|---|---|---|---|---|---|")
+    kernel = dtype == torch.bfloat16 and prefill_attention_bf16.available() and args.head_dim % 64 == 0
+    extra = " bf16 kernel | kernel vs split | kernel max |difference| |" if kernel else ""
+    print("| chunk | context | masked SDPA (peer) | split (ours) | split vs peer | max |difference| |" + extra)
+    print("|---|---|---|---|---|---|" + ("---|---|---|" if kernel else ""))
     g = torch.Generator().manual_seed(0)
     for shape in args.shapes.split(","):
         length, kv_len = (int(x) for x in shape.split("@"))
@@ -71,8 +79,16 @@ def main() -> None:
 
         diff = (peer().float() - ours().float()).abs().max().item()
         theirs, mine = _median_seconds(peer, args.repeats), _median_seconds(ours, args.repeats)
-        print(f"| {length} | {kv_len} | {theirs * 1e3:.1f} ms | {mine * 1e3:.1f} ms | {theirs / mine:.2f}x | "
-              f"{diff:.1e} |")
+        row = (f"| {length} | {kv_len} | {theirs * 1e3:.2f} ms | {mine * 1e3:.2f} ms | {theirs / mine:.2f}x | "
+               f"{diff:.1e} |")
+        if kernel:
+            def fast():
+                return prefill_attention_bf16.continued_prefill_bf16(q, k, v)
+
+            kernel_diff = (peer().float() - fast().float()).abs().max().item()
+            quick = _median_seconds(fast, args.repeats)
+            row += f" {quick * 1e3:.2f} ms | {mine / quick:.2f}x | {kernel_diff:.1e} |"
+        print(row, flush=True)
 
 
 if __name__ == "__main__":
