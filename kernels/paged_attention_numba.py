@@ -213,6 +213,42 @@ def paged_decode_jit_ready(q, k_cache, v_cache, block_tables, kv_lens, kv_starts
 paged_decode = njit(parallel=True, fastmath=True, cache=True)(paged_decode_jit_ready) if njit else None
 
 
+def _weighted_values_bf16_jit_ready(scores, v_bits, block_tables, b, h, first, length, rows_bits, acc_out):
+    """acc_out[g] += sum over t < length of scores[g, t] x V row first + t of sequence b, KV head h (bf16 bits).
+
+    V rows are widened eight at a time into `rows_bits` (8, D) uint32 (its float32 view holds the values), and each
+    output row takes the eight weighted values in one read-modify-write; the last length % 8 rows go one at a time.
+    """
+    group, dim = acc_out.shape
+    block_size = v_bits.shape[1]
+    rows = rows_bits.view(np.float32)
+    shift = np.uint32(16)
+    t = 0
+    while t < length:
+        tile = 8 if t + 8 <= length else 1
+        for r in range(tile):
+            block = block_tables[b, (first + t + r) // block_size]
+            slot = (first + t + r) % block_size
+            for d in range(dim):
+                rows_bits[r, d] = np.uint32(v_bits[block, slot, h, d]) << shift
+        for g in range(group):
+            if tile == 1:
+                p = scores[g, t]
+                for d in range(dim):
+                    acc_out[g, d] += p * rows[0, d]
+                continue
+            p0, p1, p2, p3 = scores[g, t], scores[g, t + 1], scores[g, t + 2], scores[g, t + 3]
+            p4, p5, p6, p7 = scores[g, t + 4], scores[g, t + 5], scores[g, t + 6], scores[g, t + 7]
+            for d in range(dim):
+                acc_out[g, d] += (p0 * rows[0, d] + p1 * rows[1, d] + p2 * rows[2, d] + p3 * rows[3, d]
+                                  + p4 * rows[4, d] + p5 * rows[5, d] + p6 * rows[6, d] + p7 * rows[7, d])
+        t += tile
+
+
+_weighted_values_bf16 = njit(fastmath=True, cache=True, inline="always")(_weighted_values_bf16_jit_ready) if njit \
+    else _weighted_values_bf16_jit_ready
+
+
 def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_starts, scale, out, stacked):
     """As `paged_decode_jit_ready` over bf16 caches given as uint16 bits; q and out float32.
 
@@ -266,26 +302,7 @@ def paged_decode_bf16_jit_ready(q, k_bits, v_bits, block_tables, kv_lens, kv_sta
             _hide_later_keys(scores, group, stacked, length)
         _softmax_rows(scores, group, length, bits)
         acc_out = np.zeros((group, dim), dtype=np.float32)
-        t = 0
-        while t < length:
-            tile = 8 if t + 8 <= length else 1
-            for r in range(tile):
-                block = block_tables[b, (first + t + r) // block_size]
-                slot = (first + t + r) % block_size
-                for d in range(dim):
-                    rows_bits[r, d] = np.uint32(v_bits[block, slot, h, d]) << shift
-            for g in range(group):
-                if tile == 1:
-                    p = scores[g, t]
-                    for d in range(dim):
-                        acc_out[g, d] += p * rows[0, d]
-                    continue
-                p0, p1, p2, p3 = scores[g, t], scores[g, t + 1], scores[g, t + 2], scores[g, t + 3]
-                p4, p5, p6, p7 = scores[g, t + 4], scores[g, t + 5], scores[g, t + 6], scores[g, t + 7]
-                for d in range(dim):
-                    acc_out[g, d] += (p0 * rows[0, d] + p1 * rows[1, d] + p2 * rows[2, d] + p3 * rows[3, d]
-                                      + p4 * rows[4, d] + p5 * rows[5, d] + p6 * rows[6, d] + p7 * rows[7, d])
-            t += tile
+        _weighted_values_bf16(scores, v_bits, block_tables, b, h, first, length, rows_bits, acc_out)
         for g in range(group):
             for d in range(dim):
                 out[b, h, g, d] = acc_out[g, d]
@@ -319,10 +336,17 @@ def paged_decode_torch(
     scale = np.float32(q.shape[-1] ** -0.5)
     starts = torch.zeros_like(kv_lens) if window is None else (kv_lens - window).clamp(min=0)
     if q.dtype == torch.bfloat16:
+        from kernels import decode_attention_bf16
+
+        out = torch.empty(q.shape, dtype=torch.float32)
+        v_bits = v_cache.view(torch.int16).numpy().view(np.uint16)  # the cache's own memory, no copy
+        if decode_attention_bf16.applies(k_cache.shape[1], q.shape[-1], window):  # scores by vdpbf16ps
+            decode_attention_bf16.paged_decode_bf16_dot(q.view(torch.int32).numpy(), k_cache.view(torch.int32).numpy(),
+                                                        v_bits, block_tables.numpy(), kv_lens.numpy(), scale,
+                                                        out.numpy(), rows)
+            return out.to(torch.bfloat16)
         queries = q.float()  # (B, kv_heads, group, D): one row per query head, widened here
-        out = torch.empty_like(queries)
-        k_bits = k_cache.view(torch.int16).numpy().view(np.uint16)  # the cache's own memory, no copy
-        v_bits = v_cache.view(torch.int16).numpy().view(np.uint16)
+        k_bits = k_cache.view(torch.int16).numpy().view(np.uint16)
         paged_decode_bf16(queries.numpy(), k_bits, v_bits, block_tables.numpy(), kv_lens.numpy(), starts.numpy(),
                           scale, out.numpy(), rows)
         return out.to(torch.bfloat16)

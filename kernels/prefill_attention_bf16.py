@@ -7,9 +7,8 @@ float32 sums (`vdpbf16ps`) at ~750 GFLOPS in oneDNN's matmul. torch's bf16 matmu
 is bf16, and scores rounded to bf16 gave 3x the flash kernel's error. In a SmolLM2 serve step of 90 prompt rows
 over 1,400 cached tokens this attention was 63 % of the step, the linears 23 %.
 
-This kernel multiplies with `vdpbf16ps` itself: numba has no bf16 type and no way to ask for the instruction, so a
-small numba intrinsic emits LLVM's `llvm.x86.avx512bf16.dpbf16ps.512` (`_dot_tile`): a tile of `ROWS` rows times
-16 x `lanes` columns kept in registers over a run of bf16 pairs. The arithmetic is the flash kernel's: products
+This kernel multiplies with `vdpbf16ps` itself, through the numba intrinsic `kernels.bf16_dot.dot_tile`: a tile of
+`ROWS` rows times 16 x `lanes` columns kept in registers over a run of bf16 pairs. The arithmetic is the flash kernel's: products
 of bf16 values summed in float32, a float32 softmax, the probabilities rounded to bf16 (round to nearest even)
 for the weighted sum of values, accumulated in float32 and divided by the row's sum at the end.
 
@@ -21,9 +20,9 @@ address low, as the instruction reads them):
 each row sees its first `row_keys[row]` keys (the cached context and its chunk up to itself), so the chunk's
 own causal part needs no second call.
 
-One task per (KV head, tile of `ROWS` rows), parallel over tasks. `available()` is False without numba or where
-LLVM does not target this CPU's AVX512-BF16 (the instruction would not compile): the caller keeps torch's
-flash kernel there. Parity: tests/engine/test_prefill_attention_bf16.py; timing:
+One task per (KV head, tile of `ROWS` rows), parallel over tasks. `available()` is `kernels.bf16_dot.available()`:
+False without numba, without AVX512-BF16 (the instruction would not compile) or with AMX; the caller keeps torch's
+flash kernel there. Parity: tests/engine/test_bf16_dot_attention.py; timing:
 benchmarks/bench_attention.py.
 """
 
@@ -32,40 +31,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-try:
-    import numba
-    from llvmlite import ir
-    from numba import njit, prange, types
-    from numba.core import cgutils
-    from numba.extending import intrinsic
-except ImportError:  # pragma: no cover - numba is a core dependency
-    numba = None
+from kernels import bf16_dot
+
+if bf16_dot.available():
+    from numba import njit, prange
 
 __all__ = ["ROWS", "available", "continued_prefill_bf16", "paged_prefill_bf16"]
 
 ROWS = 6  # query rows per tile: 6 x 2 (scores) or 6 x 4 (values) float32 vectors of 16, within 32 registers
 KEY_TILE = 32  # keys per scores tile: two vectors of 16 lanes
-
-
-def _cpu_has_bf16_dot() -> bool:
-    """Does numba compile for this CPU, and has it AVX512-BF16? (A NUMBA_CPU_NAME for a portable cache does not.)"""
-    if numba is None or numba.config.CPU_NAME or numba.config.CPU_FEATURES:
-        return False
-    from llvmlite import binding
-
-    return bool(binding.get_host_cpu_features().get("avx512bf16"))
-
-
-def _cpu_has_amx() -> bool:
-    """AMX tiles (Intel Xeon 4th gen on): torch's flash kernel multiplies bf16 with them, so it is kept there."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and "amx_bf16" in line.split() for line in f)
-    except OSError:
-        return False
-
-
-_AVAILABLE = _cpu_has_bf16_dot() and not _cpu_has_amx()
+_AVAILABLE = bf16_dot.available()
 
 
 def available() -> bool:
@@ -74,76 +49,8 @@ def available() -> bool:
 
 
 if _AVAILABLE:
-    class _BFloat(ir.Type):
-        """LLVM's bfloat type, which llvmlite's IR builder does not name."""
-
-        def _to_string(self) -> str:
-            return "bfloat"
-
-        def __eq__(self, other) -> bool:
-            return isinstance(other, _BFloat)
-
-        def __hash__(self) -> int:
-            return hash("bfloat")
-
-    _F32X16 = ir.VectorType(ir.FloatType(), 16)
-    _I32X16 = ir.VectorType(ir.IntType(32), 16)
-    _BF16X32 = ir.VectorType(_BFloat(), 32)
-    _I64 = ir.IntType(64)
-
-    def _dot_tile(lanes: int):
-        """An intrinsic: c[r, 16 l + i] = sum over pairs p of a[r, p] . b[p, 16 l + i] (a bf16 pair each), float32.
-
-        Called as f(a, a_start, a_row_stride, b, b_start, b_pair_stride, c, c_start, c_row_stride, pairs) on flat
-        int32 (a, b) and float32 (c) arrays, for r < ROWS and l < lanes; c is overwritten. a's pair is broadcast to
-        all 16 lanes and multiplied with b's 16 pairs; the ROWS x lanes sums stay in registers across the pairs.
-        """
-
-        @intrinsic
-        def dot_tile(typingctx, a, a_start, a_stride, b, b_start, b_stride, c, c_start, c_stride, pairs):
-            signature = types.void(a, a_start, a_stride, b, b_start, b_stride, c, c_start, c_stride, pairs)
-
-            def codegen(context, builder, sig, args):
-                a, a_start, a_stride, b, b_start, b_stride, c, c_start, c_stride, pairs = args
-                dpbf16 = cgutils.get_or_insert_function(
-                    builder.module, ir.FunctionType(_F32X16, [_F32X16, _BF16X32, _BF16X32]),
-                    "llvm.x86.avx512bf16.dpbf16ps.512")
-                a_data = context.make_array(sig.args[0])(context, builder, a).data
-                b_data = context.make_array(sig.args[3])(context, builder, b).data
-                c_data = context.make_array(sig.args[6])(context, builder, c).data
-                sums = [[cgutils.alloca_once_value(builder, ir.Constant(_F32X16, None)) for _ in range(lanes)]
-                        for _ in range(ROWS)]  # zeroed; promoted to registers by LLVM
-                zeros = ir.Constant(_I32X16, None)
-                with cgutils.for_range(builder, pairs) as loop:
-                    b_row = builder.add(b_start, builder.mul(loop.index, b_stride))
-                    columns = []
-                    for lane in range(lanes):
-                        at = builder.gep(b_data, [builder.add(b_row, ir.Constant(_I64, 16 * lane))])
-                        columns.append(builder.bitcast(builder.load(builder.bitcast(at, _I32X16.as_pointer()),
-                                                                    align=4), _BF16X32))
-                    for row in range(ROWS):
-                        at = builder.add(builder.add(a_start, builder.mul(ir.Constant(_I64, row), a_stride)),
-                                         loop.index)
-                        pair = builder.insert_element(zeros, builder.load(builder.gep(a_data, [at])),
-                                                      ir.Constant(ir.IntType(32), 0))
-                        broadcast = builder.bitcast(builder.shuffle_vector(pair, zeros, zeros), _BF16X32)
-                        for lane in range(lanes):
-                            total = builder.call(dpbf16, [builder.load(sums[row][lane]), columns[lane], broadcast])
-                            builder.store(total, sums[row][lane])
-                for row in range(ROWS):
-                    for lane in range(lanes):
-                        at = builder.add(builder.add(c_start, builder.mul(ir.Constant(_I64, row), c_stride)),
-                                         ir.Constant(_I64, 16 * lane))
-                        builder.store(builder.load(sums[row][lane]),
-                                      builder.bitcast(builder.gep(c_data, [at]), _F32X16.as_pointer()), align=4)
-                return context.get_dummy_value()
-
-            return signature, codegen
-
-        return dot_tile
-
-    _scores_tile = _dot_tile(KEY_TILE // 16)
-    _values_tile = _dot_tile(4)  # 64 output columns per call
+    _scores_tile = bf16_dot.dot_tile(ROWS, KEY_TILE // 16)
+    _values_tile = bf16_dot.dot_tile(ROWS, 4)  # 64 output columns per call
 
     from kernels.paged_attention_numba import _exp_shifted
 

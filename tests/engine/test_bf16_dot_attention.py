@@ -1,16 +1,18 @@
-"""The bf16 continued-prefill kernel (kernels/prefill_attention_bf16.py) against float64 attention and torch's flash
-path.
+"""The `vdpbf16ps` kernels: bf16 continued prefill (kernels/prefill_attention_bf16.py) against float64 attention and
+torch's flash path, and bf16 decode (kernels/decode_attention_bf16.py) against the widening numba kernel.
 
-It runs only where it compiles and is chosen: a CPU with AVX512-BF16 and no AMX (AMD Zen 4/5). Elsewhere these tests
-skip with that reason, and the engine keeps torch's flash kernel (tests/engine/test_attention.py covers it).
+They run only where they compile and are chosen: a CPU with AVX512-BF16 and no AMX (AMD Zen 4/5). Elsewhere these
+tests skip with that reason, and the engine keeps torch's flash kernel and the widening decode kernel
+(tests/engine/test_attention.py covers both).
 """
 
 import pytest
 import torch
 
+from kernels import bf16_dot
 from kernels import prefill_attention_bf16 as kernel
 
-pytestmark = pytest.mark.skipif(not kernel.available(),
+pytestmark = pytest.mark.skipif(not bf16_dot.available(),
                                 reason="needs a CPU with AVX512-BF16 and no AMX, numba compiling for it")
 
 # Both paths multiply exact bf16 values into float32 sums and round the probabilities and the output to bf16: the
@@ -117,3 +119,44 @@ def test_a_cpu_backend_step_takes_the_kernel_for_bf16_chunks_over_a_cache(monkey
     want = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), cu, context, tables)
     diff = (got.double() - want.double()).abs()
     assert diff.max() < MAX_ERROR and diff.mean() < MEAN_ERROR, f"max {diff.max():.2e}, mean {diff.mean():.2e}"
+
+
+@pytest.mark.parametrize("dim, kv_heads, group, block_size, stacked", [
+    (64, 3, 3, 16, 1),  # SmolLM2
+    (128, 2, 6, 32, 1),  # Qwen2.5-1.5B's heads, blocks of 32
+    (64, 3, 3, 16, 4),  # a reply and 3 draft rows stacked: each row sees the keys up to itself
+    (32, 1, 8, 16, 1),
+    (256, 1, 2, 16, 1),
+])
+def test_the_decode_kernel_equals_the_widening_kernel(dim, kv_heads, group, block_size, stacked):
+    """Same softmax and values code, scores summed in another order: the float32 outputs differ by rounding, so
+    the bf16 outputs are equal or one last place apart. Unwritten cache slots are NaN, so a tile that read one into a kept score
+    would show."""
+    import numpy as np
+
+    from kernels.decode_attention_bf16 import applies
+    from kernels.paged_attention_numba import paged_decode_bf16, paged_decode_torch
+
+    assert applies(block_size, dim, None) and not applies(block_size, dim, 4) and not applies(8, dim, None)
+    g = torch.Generator().manual_seed(dim + stacked)
+    lens = torch.tensor([stacked, 17, 300, 511], dtype=torch.int64)  # a stack of rows has at least as many keys
+    width = int(-(-lens.max() // block_size))
+    pool = len(lens) * width + 3
+    tables = torch.randperm(pool, generator=g)[: len(lens) * width].view(len(lens), width)
+    k_cache = torch.full((pool, block_size, kv_heads, dim), float("nan"), dtype=torch.bfloat16)
+    v_cache = k_cache.clone()
+    for b, length in enumerate(lens.tolist()):
+        for position in range(length):
+            block, slot = tables[b, position // block_size], position % block_size
+            k_cache[block, slot] = torch.randn(kv_heads, dim, generator=g).bfloat16()
+            v_cache[block, slot] = torch.randn(kv_heads, dim, generator=g).bfloat16()
+    q = torch.randn(len(lens), kv_heads, group * stacked, dim, generator=g).bfloat16()
+    got = paged_decode_torch(q, k_cache, v_cache, tables, lens, rows=stacked)  # takes the dot kernel here
+    want = torch.empty(q.shape)
+    bits = lambda cache: cache.view(torch.int16).numpy().view(np.uint16)
+    paged_decode_bf16(q.float().numpy(), bits(k_cache), bits(v_cache), tables.numpy(), lens.numpy(),
+                      np.zeros(len(lens), dtype=np.int64), np.float32(dim**-0.5), want.numpy(), stacked)
+    assert not got.isnan().any()
+    diff = (got.float() - want.bfloat16().float()).abs()  # both rounded to bf16 once: at most one last place apart
+    assert diff.max() <= 2**-8 * want.abs().max() + 1e-5, f"max {diff.max():.2e}, mean {diff.mean():.2e}"
+    assert diff.mean() < 1e-4, f"max {diff.max():.2e}, mean {diff.mean():.2e}"

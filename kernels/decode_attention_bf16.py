@@ -1,0 +1,84 @@
+"""Decode attention over a paged bf16 cache whose scores use `vdpbf16ps` (AVX512-BF16, no AMX: AMD Zen 4/5).
+
+`kernels/paged_attention_numba.py`'s bf16 kernel widens each K row to float32 and sums each key's products over
+the head dimension in vector lanes, so every key pays a horizontal sum: on an AMD EPYC Zen 5 one SmolLM2 layer
+at 8 sequences x 2,048 keys ran at 6-8 GB/s, and decode attention was half of a decode step. Here a key's
+products are bf16 pairs summed into float32 lanes by `vdpbf16ps` straight from the cache (no widening), and 16
+keys' lane vectors are summed together in four shuffle-and-add levels (`kernels.bf16_dot.key_tile`), so 16 keys
+share 15 vector additions. The softmax (`_softmax_rows`) and the weighted sum of values (`_weighted_values_bf16`,
+float32) are the other kernel's, so outputs differ from it only by the order of each score's float32 additions.
+
+Where it applies: `paged_decode_torch` takes it for bf16 caches without a sliding window, with blocks a multiple of
+16 slots and a head dimension a multiple of 32, on a CPU where `kernels.bf16_dot.available()`. A 16-key tile lies
+in one block; a sequence's last tile reads the rest of its last block, whose scores are never used. Parity:
+tests/engine/test_bf16_dot_attention.py; timing: benchmarks/decode_profile.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import bf16_dot
+
+__all__ = ["HEAD_DIMS", "applies", "paged_decode_bf16_dot"]
+
+
+HEAD_DIMS = (32, 64, 128, 256)  # a query row is 1, 2, 4 or 8 vectors of 16 bf16 pairs
+
+
+def applies(block_size: int, head_dim: int, window: int | None) -> bool:
+    """Is this kernel the bf16 decode path for these caches on this CPU?"""
+    return bf16_dot.available() and window is None and block_size % 16 == 0 and head_dim in HEAD_DIMS
+
+
+if bf16_dot.available():
+    from numba import njit, prange
+
+    from kernels.bf16_dot import key_tile
+    from kernels.paged_attention_numba import _hide_later_keys, _softmax_rows, _weighted_values_bf16
+
+    @njit(fastmath=True, cache=True, inline="always")
+    def _key_scores(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, half):  # pragma: no cover
+        """16 keys' scores for one query row; the row's vector count is a constant in each branch."""
+        if half == 16:
+            key_tile(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, 1)
+        elif half == 32:
+            key_tile(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, 2)
+        elif half == 64:
+            key_tile(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, 4)
+        else:
+            key_tile(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, 8)
+
+    @njit(parallel=True, fastmath=True, cache=True)
+    def paged_decode_bf16_dot(q_pairs, k_pairs, v_bits, block_tables, kv_lens, scale, out,
+                              stacked):  # pragma: no cover - compiled
+        """As `paged_decode_bf16` without a window (kv_starts 0), its scores by `vdpbf16ps`.
+
+        q_pairs (B, kv_heads, group, D/2) int32 (the queries' bf16 pairs); k_pairs (blocks, block_size, kv_heads,
+        D/2) int32 and v_bits (blocks, block_size, kv_heads, D) uint16 views of the caches; out (B, kv_heads, group,
+        D) float32; `stacked` as there. D in HEAD_DIMS, block_size a multiple of 16.
+        """
+        batch, heads, group, half = q_pairs.shape
+        dim, block_size = 2 * half, k_pairs.shape[1]
+        q_flat, k_flat = q_pairs.reshape(-1), k_pairs.reshape(-1)
+        for task in prange(batch * heads):
+            b, h = task // heads, task % heads
+            length = kv_lens[b]
+            width = -(-length // 16) * 16
+            scores = np.empty((group, width), dtype=np.float32)
+            s_flat = scores.reshape(-1)
+            for t in range(0, width, 16):
+                block = block_tables[b, t // block_size]
+                k_start = ((block * block_size + t % block_size) * heads + h) * half
+                for g in range(group):
+                    _key_scores(q_flat, ((b * heads + h) * group + g) * half, k_flat, k_start, heads * half, s_flat,
+                                g * width + t, scale, half)
+            if stacked > 1:
+                _hide_later_keys(scores, group, stacked, length)
+            _softmax_rows(scores, group, length, np.empty(length, dtype=np.int32))
+            acc_out = np.zeros((group, dim), dtype=np.float32)
+            _weighted_values_bf16(scores, v_bits, block_tables, b, h, 0, length, np.empty((8, dim), dtype=np.uint32),
+                                  acc_out)
+            for g in range(group):
+                for d in range(dim):
+                    out[b, h, g, d] = acc_out[g, d]
