@@ -7,13 +7,13 @@ float32 sums (`vdpbf16ps`) at ~750 GFLOPS in oneDNN's matmul. torch's bf16 matmu
 is bf16, and scores rounded to bf16 gave 3x the flash kernel's error. In a SmolLM2 serve step of 90 prompt rows
 over 1,400 cached tokens this attention was 63 % of the step, the linears 23 %.
 
-This kernel multiplies with `vdpbf16ps` itself, through the numba intrinsic `kernels.bf16_dot.dot_tile`: a tile of
-`ROWS` rows times 16 x `lanes` columns kept in registers over a run of bf16 pairs. The arithmetic is the flash kernel's: products
-of bf16 values summed in float32, a float32 softmax, the probabilities rounded to bf16 (round to nearest even)
-for the weighted sum of values, accumulated in float32 and divided by the row's sum at the end.
+This kernel multiplies with `vdpbf16ps` itself, through the numba intrinsic `kernels.bf16_dot.dot_tile`: a tile
+of `ROWS` rows times 16 x `lanes` columns kept in registers over a run of bf16 pairs. The arithmetic is the flash
+kernel's: products of bf16 values summed in float32, a float32 softmax, the probabilities rounded to bf16 (round
+to nearest even) for the weighted sum of values, accumulated in float32 and divided by the row's sum at the end.
 
-Layout (`continued_prefill_bf16` packs it with torch ops; a pair is two bf16 values in one int32, the lower
-address low, as the instruction reads them):
+Layout (`_pack` reads K and V from the paged cache into it once per call; a pair is two bf16 values in one int32,
+the lower address low, as the instruction reads them):
 - queries (kv_heads, rows, D/2): a KV head's query heads stacked (group x chunk length rows);
 - keys (kv_heads, D/2, keys): pairs along the head dimension, keys across 16 lanes;
 - values (kv_heads, keys/2, D): pairs of consecutive keys, the head dimension across lanes;

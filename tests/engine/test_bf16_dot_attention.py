@@ -130,8 +130,8 @@ def test_a_cpu_backend_step_takes_the_kernel_for_bf16_chunks_over_a_cache(monkey
 ])
 def test_the_decode_kernel_equals_the_widening_kernel(dim, kv_heads, group, block_size, stacked):
     """Same softmax and values code, scores summed in another order: the float32 outputs differ by rounding, so
-    the bf16 outputs are equal or one last place apart. Unwritten cache slots are NaN, so a tile that read one into a kept score
-    would show."""
+    the bf16 outputs are equal or one last place apart. Unwritten cache slots are NaN, so a tile that read one into
+    a kept score would show."""
     import numpy as np
 
     from kernels.decode_attention_bf16 import applies
