@@ -7,9 +7,12 @@ instruction reads them. Two shapes of tile:
 
 - `dot_tile(rows, lanes)`: rows x (16 x lanes) sums kept in registers over a run of pairs, each row's pair
   broadcast to every lane (a small matrix product: kernels/prefill_attention_bf16.py).
-- `key_tile(chunks)`: the dot products of one query row with 16 keys stored row by row (a paged cache's layout),
+- `key_tile(...)`: the dot products of one query row with 16 keys stored row by row (a paged cache's layout),
   each over the head dimension in vectors, then the 16 vectors reduced together in 4 shuffle-and-add levels into
   one vector of 16 scores (kernels/decode_attention_bf16.py).
+- `value_tile(...)`: eight bf16 value rows widened to float32 in registers and added, weighted by float32 scores,
+  into each query row's float32 sums (kernels/decode_attention_bf16.py; no `vdpbf16ps`, which would round the
+  weights to bf16).
 
 `available()` is False without numba, where numba is told to compile for a named CPU (NUMBA_CPU_NAME, a portable
 cache: the instruction might not be there), where LLVM does not see AVX512-BF16 on this CPU, and on CPUs with AMX,
@@ -27,7 +30,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a core dependency
     numba = None
 
-__all__ = ["available", "dot_tile", "key_tile"]
+__all__ = ["available", "dot_tile", "key_tile", "value_tile"]
 
 
 def _cpu_has_bf16_dot() -> bool:
@@ -185,6 +188,48 @@ if _AVAILABLE:
                         for x, y in zip(sums[0::2], sums[1::2])]
             scores = builder.fmul(sums[0], _broadcast(builder, scale, _F32X16))
             builder.store(scores, builder.bitcast(builder.gep(s_data, [s_start]), _F32X16.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    _I16X16 = ir.VectorType(ir.IntType(16), 16)
+
+    @intrinsic(prefer_literal=True)
+    def value_tile(typingctx, v, v_start, v_stride, p, p_start, p_stride, acc, acc_stride, rows, chunks):
+        """acc[r * acc_stride + d] += sum over i < 8 of p[p_start + r * p_stride + i] * v_i[d], r < rows, d < 16 chunks.
+
+        v is a flat uint16 array of bf16 bits, value row i at v_start + i * v_stride; p and acc flat float32;
+        `chunks` a constant. Each 16 columns of the eight rows are widened once (bits << 16) and kept in registers
+        while every row's sums take them, in key order, by fused multiply-adds.
+        """
+        if not isinstance(chunks, types.IntegerLiteral):
+            return None
+        count = chunks.literal_value
+        signature = types.void(v, v_start, v_stride, p, p_start, p_stride, acc, acc_stride, rows, chunks)
+
+        def codegen(context, builder, sig, args):
+            v, v_start, v_stride, p, p_start, p_stride, acc, acc_stride, rows, _ = args
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_F32X16, [_F32X16] * 3),
+                                                 "llvm.fma.v16f32")
+            v_data = context.make_array(sig.args[0])(context, builder, v).data
+            p_data = context.make_array(sig.args[3])(context, builder, p).data
+            acc_data = context.make_array(sig.args[6])(context, builder, acc).data
+            sixteen = ir.Constant(_I32X16, [16] * 16)
+            for c in range(count):
+                widened = []
+                for key in range(8):
+                    at = builder.add(_at(builder, v_start, key, v_stride), ir.Constant(_I64, 16 * c))
+                    bits = builder.load(builder.bitcast(builder.gep(v_data, [at]), _I16X16.as_pointer()), align=2)
+                    widened.append(builder.bitcast(builder.shl(builder.zext(bits, _I32X16), sixteen), _F32X16))
+                with cgutils.for_range(builder, rows) as loop:
+                    sums_at = builder.add(builder.mul(loop.index, acc_stride), ir.Constant(_I64, 16 * c))
+                    pointer = builder.bitcast(builder.gep(acc_data, [sums_at]), _F32X16.as_pointer())
+                    sums = builder.load(pointer, align=4)
+                    weights_at = builder.add(p_start, builder.mul(loop.index, p_stride))
+                    for key in range(8):
+                        weight = builder.load(builder.gep(p_data, [builder.add(weights_at, ir.Constant(_I64, key))]))
+                        sums = builder.call(fma, [_broadcast(builder, weight, _F32X16), widened[key], sums])
+                    builder.store(sums, pointer, align=4)
             return context.get_dummy_value()
 
         return signature, codegen

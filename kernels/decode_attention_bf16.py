@@ -5,8 +5,9 @@ the head dimension in vector lanes, so every key pays a horizontal sum: on an AM
 at 8 sequences x 2,048 keys ran at 6-8 GB/s, and decode attention was half of a decode step. Here a key's
 products are bf16 pairs summed into float32 lanes by `vdpbf16ps` straight from the cache (no widening), and 16
 keys' lane vectors are summed together in four shuffle-and-add levels (`kernels.bf16_dot.key_tile`), so 16 keys
-share 15 vector additions. The softmax (`_softmax_rows`) and the weighted sum of values (`_weighted_values_bf16`,
-float32) are the other kernel's, so outputs differ from it only by the order of each score's float32 additions.
+share 15 vector additions. The softmax is the other kernel's (`_softmax_rows`); the weighted sum of values stays
+float32 (`kernels.bf16_dot.value_tile`: eight V rows widened in registers, each row's sums taking them by fused
+multiply-adds), so outputs differ from the other kernel's only by the order of float32 additions.
 
 Where it applies: `paged_decode_torch` takes it for bf16 caches without a sliding window, with blocks a multiple of
 16 slots and a head dimension a multiple of 32, on a CPU where `kernels.bf16_dot.available()`. A 16-key tile lies
@@ -34,8 +35,8 @@ def applies(block_size: int, head_dim: int, window: int | None) -> bool:
 if bf16_dot.available():
     from numba import njit, prange
 
-    from kernels.bf16_dot import key_tile
-    from kernels.paged_attention_numba import _hide_later_keys, _softmax_rows, _weighted_values_bf16
+    from kernels.bf16_dot import key_tile, value_tile
+    from kernels.paged_attention_numba import _hide_later_keys, _softmax_rows
 
     @njit(fastmath=True, cache=True, inline="always")
     def _key_scores(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, half):  # pragma: no cover
@@ -49,6 +50,34 @@ if bf16_dot.available():
         else:
             key_tile(q_flat, q_start, k_flat, k_start, k_stride, s_flat, s_start, scale, 8)
 
+    @njit(fastmath=True, cache=True, inline="always")
+    def _weighted_values(scores, v_flat, v_bits, block_table, h, length, acc_out):  # pragma: no cover - compiled
+        """acc_out[g] += sum over t < length of scores[g, t] x V row t (bf16 bits), eight keys of a block at a time."""
+        group, dim = acc_out.shape
+        block_size, heads = v_bits.shape[1], v_bits.shape[2]
+        half, width, stride = dim // 2, scores.shape[1], heads * dim
+        s_flat, a_flat = scores.reshape(-1), acc_out.reshape(-1)
+        for t in range(0, length - length % 8, 8):  # blocks hold a multiple of 16 slots: 8 keys share a block
+            start = ((block_table[t // block_size] * block_size + t % block_size) * heads + h) * dim
+            if half == 16:
+                value_tile(v_flat, start, stride, s_flat, t, width, a_flat, dim, group, 2)
+            elif half == 32:
+                value_tile(v_flat, start, stride, s_flat, t, width, a_flat, dim, group, 4)
+            elif half == 64:
+                value_tile(v_flat, start, stride, s_flat, t, width, a_flat, dim, group, 8)
+            else:
+                value_tile(v_flat, start, stride, s_flat, t, width, a_flat, dim, group, 16)
+        row_bits = np.empty(dim, dtype=np.uint32)
+        row = row_bits.view(np.float32)  # bf16 bits << 16 are the float32 value
+        for t in range(length - length % 8, length):
+            block, slot = block_table[t // block_size], t % block_size
+            for d in range(dim):
+                row_bits[d] = np.uint32(v_bits[block, slot, h, d]) << np.uint32(16)
+            for g in range(group):
+                weight = scores[g, t]
+                for d in range(dim):
+                    acc_out[g, d] += weight * row[d]
+
     @njit(parallel=True, fastmath=True, cache=True)
     def paged_decode_bf16_dot(q_pairs, k_pairs, v_bits, block_tables, kv_lens, scale, out,
                               stacked):  # pragma: no cover - compiled
@@ -60,7 +89,7 @@ if bf16_dot.available():
         """
         batch, heads, group, half = q_pairs.shape
         dim, block_size = 2 * half, k_pairs.shape[1]
-        q_flat, k_flat = q_pairs.reshape(-1), k_pairs.reshape(-1)
+        q_flat, k_flat, v_flat = q_pairs.reshape(-1), k_pairs.reshape(-1), v_bits.reshape(-1)
         for task in prange(batch * heads):
             b, h = task // heads, task % heads
             length = kv_lens[b]
@@ -77,8 +106,7 @@ if bf16_dot.available():
                 _hide_later_keys(scores, group, stacked, length)
             _softmax_rows(scores, group, length, np.empty(length, dtype=np.int32))
             acc_out = np.zeros((group, dim), dtype=np.float32)
-            _weighted_values_bf16(scores, v_bits, block_tables, b, h, 0, length, np.empty((8, dim), dtype=np.uint32),
-                                  acc_out)
+            _weighted_values(scores, v_flat, v_bits, block_tables[b], h, length, acc_out)
             for g in range(group):
                 for d in range(dim):
                     out[b, h, g, d] = acc_out[g, d]
