@@ -233,3 +233,19 @@ if _AVAILABLE:
             return context.get_dummy_value()
 
         return signature, codegen
+
+    @intrinsic
+    def prefetch(typingctx, array, index):
+        """Ask for the cache line holding array[index] ahead of its use (`llvm.prefetch`: read, keep in all levels)."""
+        signature = types.void(array, index)
+
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            address = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+            hint = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), _LANE, _LANE, _LANE]),
+                "llvm.prefetch.p0")
+            builder.call(hint, [address, ir.Constant(_LANE, 0), ir.Constant(_LANE, 3), ir.Constant(_LANE, 1)])
+            return context.get_dummy_value()
+
+        return signature, codegen

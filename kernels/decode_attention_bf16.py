@@ -24,7 +24,13 @@ from kernels import bf16_dot
 __all__ = ["HEAD_DIMS", "applies", "paged_decode_bf16_dot"]
 
 
-HEAD_DIMS = (32, 64, 128, 256)  # a query row is 1, 2, 4 or 8 vectors of 16 bf16 pairs
+HEAD_DIMS = (32, 64, 128, 256)
+# Keys ahead whose K (scores) and V (values) rows are asked for while this tile computes: a sequence's blocks lie
+# scattered in the pool, and its rows of one KV head are 64-256 bytes apart from the next head's, which the
+# hardware prefetchers do not follow. At 8 x 2,048 over 30 layers' caches (so from memory, as in a decode step) one
+# call took 1.12 ms without, 0.86-0.90 ms prefetching K and 0.45-0.58 ms prefetching both (16-192 keys ahead; a
+# scratch timing on the Zen 5, where a plain streaming read runs ~40 GB/s).
+PREFETCH_KEYS = 64  # a query row is 1, 2, 4 or 8 vectors of 16 bf16 pairs
 
 
 def applies(block_size: int, head_dim: int, window: int | None) -> bool:
@@ -35,7 +41,7 @@ def applies(block_size: int, head_dim: int, window: int | None) -> bool:
 if bf16_dot.available():
     from numba import njit, prange
 
-    from kernels.bf16_dot import key_tile, value_tile
+    from kernels.bf16_dot import key_tile, prefetch, value_tile
     from kernels.paged_attention_numba import _hide_later_keys, _softmax_rows
 
     @njit(fastmath=True, cache=True, inline="always")
@@ -59,6 +65,12 @@ if bf16_dot.available():
         s_flat, a_flat = scores.reshape(-1), acc_out.reshape(-1)
         for t in range(0, length - length % 8, 8):  # blocks hold a multiple of 16 slots: 8 keys share a block
             start = ((block_table[t // block_size] * block_size + t % block_size) * heads + h) * dim
+            ahead = t + PREFETCH_KEYS
+            if ahead + 8 <= length:
+                a_start = ((block_table[ahead // block_size] * block_size + ahead % block_size) * heads + h) * dim
+                for key in range(8):
+                    for line in range(0, dim, 32):
+                        prefetch(v_flat, a_start + key * stride + line)
             if half == 16:
                 value_tile(v_flat, start, stride, s_flat, t, width, a_flat, dim, group, 2)
             elif half == 32:
@@ -99,6 +111,13 @@ if bf16_dot.available():
             for t in range(0, width, 16):
                 block = block_tables[b, t // block_size]
                 k_start = ((block * block_size + t % block_size) * heads + h) * half
+                ahead = t + PREFETCH_KEYS
+                if ahead < width:
+                    ahead_block = block_tables[b, ahead // block_size]
+                    a_start = ((ahead_block * block_size + ahead % block_size) * heads + h) * half
+                    for key in range(16):
+                        for line in range(0, half, 16):
+                            prefetch(k_flat, a_start + key * heads * half + line)
                 for g in range(group):
                     _key_scores(q_flat, ((b * heads + h) * group + g) * half, k_flat, k_start, heads * half, s_flat,
                                 g * width + t, scale, half)
