@@ -9,8 +9,11 @@ share 15 vector additions. The softmax is the other kernel's (`_softmax_rows`); 
 float32 (`kernels.bf16_dot.value_tile`: eight V rows widened in registers, each row's sums taking them by fused
 multiply-adds), so outputs differ from the other kernel's only by the order of float32 additions.
 
+Both passes ask for the K and V rows `PREFETCH_KEYS` keys ahead (a decode step reads every layer's cache from
+memory, in scattered blocks).
+
 Where it applies: `paged_decode_torch` takes it for bf16 caches without a sliding window, with blocks a multiple of
-16 slots and a head dimension a multiple of 32, on a CPU where `kernels.bf16_dot.available()`. A 16-key tile lies
+16 slots and a head dimension in `HEAD_DIMS`, on a CPU where `kernels.bf16_dot.available()`. A 16-key tile lies
 in one block; a sequence's last tile reads the rest of its last block, whose scores are never used. Parity:
 tests/engine/test_bf16_dot_attention.py; timing: benchmarks/decode_profile.py.
 """
@@ -24,13 +27,13 @@ from kernels import bf16_dot
 __all__ = ["HEAD_DIMS", "applies", "paged_decode_bf16_dot"]
 
 
-HEAD_DIMS = (32, 64, 128, 256)
+HEAD_DIMS = (32, 64, 128, 256)  # a query row is 1, 2, 4 or 8 vectors of 16 bf16 pairs
 # Keys ahead whose K (scores) and V (values) rows are asked for while this tile computes: a sequence's blocks lie
 # scattered in the pool, and its rows of one KV head are 64-256 bytes apart from the next head's, which the
 # hardware prefetchers do not follow. At 8 x 2,048 over 30 layers' caches (so from memory, as in a decode step) one
 # call took 1.12 ms without, 0.86-0.90 ms prefetching K and 0.45-0.58 ms prefetching both (16-192 keys ahead; a
 # scratch timing on the Zen 5, where a plain streaming read runs ~40 GB/s).
-PREFETCH_KEYS = 64  # a query row is 1, 2, 4 or 8 vectors of 16 bf16 pairs
+PREFETCH_KEYS = 64
 
 
 def applies(block_size: int, head_dim: int, window: int | None) -> bool:
@@ -129,3 +132,7 @@ if bf16_dot.available():
             for g in range(group):
                 for d in range(dim):
                     out[b, h, g, d] = acc_out[g, d]
+else:
+    def paged_decode_bf16_dot(*args, **kwargs):
+        raise RuntimeError("the vdpbf16ps decode kernel needs AVX512-BF16 without AMX and numba compiling for this "
+                           "CPU; check kernels.decode_attention_bf16.applies() first")
