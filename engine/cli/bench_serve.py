@@ -74,20 +74,20 @@ def bench_serve(
     cannot start gets a row saying why. The defaults are the run to quote; the README's table was
     made with --orders both.
 
-    Example (SmolLM2 at the defaults, bf16, on a 2-core AMD EPYC Zen 5, nothing else running; llama.cpp with and
-    without its own n-gram drafts, the stronger of the two being the ratio to quote):
+    Example (SmolLM2 at the defaults, bf16, on a 2-core AMD EPYC Zen 5, nothing else running, commit c7f3a25;
+    llama.cpp with and without its own n-gram drafts, the stronger of the two being the ratio to quote):
         $ dossier bench serve --orders both
         order server             episodes  wall s episodes/h  TTFT p50  TTFT p90 request s  cached
-        1     dossier serve            16    11.1     5180.4     0.30s     0.40s     1.23s   0.856
-        1     llama.cpp server         16    26.0     2219.2     0.32s     1.54s     2.91s   0.810
-        1     llama.cpp + n-gram       16    27.0     2133.1     0.73s     1.40s     2.98s   0.812
-        2     llama.cpp + n-gram       16    28.3     2034.0     0.74s     3.87s     3.27s   0.804
-        2     llama.cpp server         16    25.6     2245.5     0.31s     3.59s     3.00s   0.812
-        2     dossier serve            16    12.7     4537.2     0.32s     0.50s     1.42s   0.856
-        dossier / llama.cpp server (order 1): episodes/h 2.33x, TTFT p50 0.94x, same turns 6/16
-        dossier / llama.cpp + n-gram (order 1): episodes/h 2.43x, TTFT p50 0.41x, same turns 9/16
-        dossier / llama.cpp + n-gram (order 2): episodes/h 2.23x, TTFT p50 0.43x, same turns 8/16
-        dossier / llama.cpp server (order 2): episodes/h 2.02x, TTFT p50 1.01x, same turns 7/16
+        1     dossier serve            16     6.0     9673.2     0.11s     0.19s     0.63s   0.857
+        1     llama.cpp server         16    27.4     2100.2     0.34s     0.84s     3.06s   0.821
+        1     llama.cpp + n-gram       16    29.1     1982.2     0.67s     1.33s     3.25s   0.821
+        2     llama.cpp + n-gram       16    28.1     2053.1     0.78s     1.76s     3.18s   0.813
+        2     llama.cpp server         16    27.6     2090.9     0.35s     0.82s     3.09s   0.821
+        2     dossier serve            16     5.7    10148.7     0.12s     0.21s     0.60s   0.857
+        dossier / llama.cpp server (order 1): episodes/h 4.61x, TTFT p50 0.32x, same turns 8/16
+        dossier / llama.cpp + n-gram (order 1): episodes/h 4.88x, TTFT p50 0.17x, same turns 7/16
+        dossier / llama.cpp + n-gram (order 2): episodes/h 4.94x, TTFT p50 0.16x, same turns 6/16
+        dossier / llama.cpp server (order 2): episodes/h 4.85x, TTFT p50 0.35x, same turns 6/16
     """
     threads_each = parse_threads(threads)  # None: dossier serve's default, the peers every core
     from benchmarks.serve_bench import ServeWorkload, run_serve_benchmark
