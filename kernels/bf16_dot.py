@@ -43,12 +43,10 @@ def _cpu_has_bf16_dot() -> bool:
 
 
 def _cpu_has_amx() -> bool:
-    """AMX tiles (Intel Xeon 4th generation on)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and "amx_bf16" in line.split() for line in f)
-    except OSError:
-        return False
+    """AMX tiles (Intel Xeon 4th generation on), from the flags the engine's dtype choice reads."""
+    from engine.core.dtypes import cpu_bf16_flags
+
+    return "amx_bf16" in cpu_bf16_flags()
 
 
 _AVAILABLE = _cpu_has_bf16_dot() and not _cpu_has_amx()

@@ -5,7 +5,9 @@
   runs the kernel of `kernels/paged_attention_numba.py` over the blocks in place (decode on a CPU is
   bound by reading the cache).
 - Prefill chunks: one SDPA call each, with a causal mask aligned to the end of the chunk's context
-  when it continues cached tokens (built on the host once per step; a CPU path only).
+  when it continues cached tokens (built on the host once per step; a CPU path only). A chunk over cached
+  tokens goes through torch's flash kernel in two unmasked parts (`_continued_prefill`); on `numba`, in bf16
+  on a CPU with AVX512-BF16 and no AMX, through `kernels/prefill_attention_bf16.py` instead.
 - `window` (sliding-window layers): the masks also hide keys `window` or more positions back.
 - image rows of a bidirectional model (`meta.image_spans`): their chunk's mask also shows every key of
   their image (engine/core/attention.py); decode rows are generated text, never image rows.
@@ -38,6 +40,10 @@ class SdpaBackend(AttentionBackend):
     # Chunks of at most this many tokens go through the decode path one row at a time, each row over keys
     # 0..its position (a draft-token chunk: engine/core/speculation.py); longer chunks are prefills.
     decode_rows_up_to = 1
+
+    def _bf16_prefill_kernel(self, q: torch.Tensor, k_cache: torch.Tensor) -> bool:
+        """Does a continued prefill take kernels/prefill_attention_bf16.py? Not on this torch reference path."""
+        return False
 
     def _row_decoded(self, layout: StepLayout) -> np.ndarray:
         """Per sequence: is its chunk attended row by row on the decode path (short, and no image rows)?"""
@@ -117,7 +123,7 @@ class SdpaBackend(AttentionBackend):
         for span, mask in zip(meta.prefills, prefill_masks):
             rows = slice(span.token_start, span.token_start + span.length)
             continued = span.mask is not None and window is None and span.images is None
-            if continued and _bf16_prefill_kernel(q, k_cache):
+            if continued and self._bf16_prefill_kernel(q, k_cache):
                 from kernels.prefill_attention_bf16 import paged_prefill_bf16
 
                 out[rows] = paged_prefill_bf16(q[rows].transpose(0, 1), k_cache, v_cache, span.block_table,
@@ -153,7 +159,8 @@ class SdpaBackend(AttentionBackend):
 
 
 class NumbaBackend(SdpaBackend):
-    """As `sdpa`, with decode tokens through the numba kernel (float32 or bfloat16 caches, float32 sums).
+    """As `sdpa`, with decode tokens through the numba kernel (float32 or bfloat16 caches, float32 sums), and bf16
+    chunks over cached tokens through the `vdpbf16ps` prefill kernel where the CPU has it.
 
     A chunk of up to 16 tokens (a decoding reply's last token and its draft tokens) goes to the same kernel over
     the blocks in place: as a prefill span it would gather a copy of its whole cached context per layer and run
@@ -180,6 +187,15 @@ class NumbaBackend(SdpaBackend):
 
     def _decode_mask(self, meta: AttentionMetadata) -> None:
         return None  # the kernel stops at each sequence's length
+
+    def _bf16_prefill_kernel(self, q: torch.Tensor, k_cache: torch.Tensor) -> bool:
+        """bf16 with a head dim a multiple of 64, on a CPU with AVX512-BF16 and no AMX: 1.2-2.3x torch's flash kernel
+        at 16-512 rows over 1,500-16K keys on an AMD EPYC Zen 5 (benchmarks/bench_attention.py)."""
+        if not (q.dtype == k_cache.dtype == torch.bfloat16 and q.shape[-1] % 64 == 0):
+            return False
+        from kernels.prefill_attention_bf16 import available
+
+        return available()
 
     def _decode(self, queries: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta: AttentionMetadata,
                 mask: torch.Tensor | None, window: int | None) -> torch.Tensor:
@@ -251,16 +267,6 @@ class InvariantNumbaBackend(NumbaBackend):
 
 
 _FLASH = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)  # (output, logsumexp)
-
-
-def _bf16_prefill_kernel(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
-    """Does a continued prefill take kernels/prefill_attention_bf16.py (bf16, head dim a multiple of 64, a CPU with
-    AVX512-BF16 and no AMX)? 2.0-2.1x torch's flash kernel at 90 rows over 1,500 keys on an AMD EPYC Zen 5."""
-    if not (q.dtype == k_cache.dtype == torch.bfloat16 and q.shape[-1] % 64 == 0):
-        return False
-    from kernels.prefill_attention_bf16 import available
-
-    return available()
 
 
 def _continued_prefill(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

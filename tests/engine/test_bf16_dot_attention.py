@@ -87,9 +87,11 @@ def test_the_paged_cache_read_in_place_equals_the_gathered_context():
     assert torch.equal(paged, kernel.continued_prefill_bf16(q, k, v))
 
 
-def test_a_cpu_backend_step_takes_the_kernel_for_bf16_chunks_over_a_cache(monkeypatch):
-    """A step through SdpaBackend: a prompt from 0, two chunks after cached prefixes and a decode row. The two chunks
-    go through the kernel (and only they), and every row equals float32 attention over the same bf16 cache."""
+@pytest.mark.parametrize("backend", ["numba", "sdpa"])
+def test_the_numba_backend_takes_the_kernel_for_bf16_chunks_over_a_cache(monkeypatch, backend):
+    """A step through a CPU backend: a prompt from 0, two chunks after cached prefixes and a decode row. On `numba`
+    the two chunks go through the kernel (and only they); `sdpa`, the torch reference, never takes it. Every row
+    equals float32 attention over the same bf16 cache."""
     import numpy as np
 
     from engine.core.attention import PagedAttention, make_backend
@@ -98,7 +100,7 @@ def test_a_cpu_backend_step_takes_the_kernel_for_bf16_chunks_over_a_cache(monkey
     from models.base import ModelShape
     from tests.kernels._paged_attention_cases import build
 
-    lengths, block_size = [(12, 12), (9, 70), (1, 40), (30, 95)], 16
+    lengths, block_size = [(12, 12), (20, 70), (1, 40), (30, 95)], 16  # chunks longer than numba's 16 decode rows
     q, k_cache, v_cache, cu, context, tables = build(torch.bfloat16, 6, 2, 64, block_size, lengths, seed=5)
     positions = torch.cat([torch.arange(c - n, c) for n, c in lengths])
     seq_of_row = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor([n for n, _ in lengths]))
@@ -109,13 +111,13 @@ def test_a_cpu_backend_step_takes_the_kernel_for_bf16_chunks_over_a_cache(monkey
         cu_seqlens_q=cu.numpy(), context_lens=context.numpy(), block_tables=tables.numpy(),
         sample_rows=(cu[1:] - 1).numpy().astype(np.int64), max_q_len=30, max_context_len=95)
     shape = ModelShape(num_layers=1, num_kv_heads=2, head_dim=64, vocab_size=1, max_positions=4096)
-    attention = make_backend("sdpa", shape, block_size, torch.device("cpu"), torch.bfloat16)
+    attention = make_backend(backend, shape, block_size, torch.device("cpu"), torch.bfloat16)
     tensors = pack_to_device({"slot_mapping": layout.slot_mapping, **attention.arrays(layout)}, torch.device("cpu"))
     chunks = []
     real = kernel.paged_prefill_bf16
     monkeypatch.setattr(kernel, "paged_prefill_bf16", lambda q, *rest: chunks.append(q.shape[1]) or real(q, *rest))
     got = PagedAttention(k_cache[None], v_cache[None], attention.metadata(tensors, layout), attention)(0, q, k, v)
-    assert chunks == [9, 30]  # the prompt from 0 stays on SDPA, the decode row on the decode path
+    assert chunks == ([20, 30] if backend == "numba" else [])  # the prompt from 0 stays on SDPA
     want = paged_attention_reference(q.float(), k_cache.float(), v_cache.float(), cu, context, tables)
     diff = (got.double() - want.double()).abs()
     assert diff.max() < MAX_ERROR and diff.mean() < MEAN_ERROR, f"max {diff.max():.2e}, mean {diff.mean():.2e}"
