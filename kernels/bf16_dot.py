@@ -43,10 +43,12 @@ def _cpu_has_bf16_dot() -> bool:
 
 
 def _cpu_has_amx() -> bool:
-    """AMX tiles (Intel Xeon 4th generation on), from the flags the engine's dtype choice reads."""
-    from engine.core.dtypes import cpu_bf16_flags
+    """AMX bf16 tiles (Intel Xeon 4th generation on), as torch's CPU dispatch sees them (as models/int_linear.py
+    asks for AMX int8). kernels/ sits below engine/, so engine.core.dtypes' /proc/cpuinfo reader is not used."""
+    import torch
 
-    return "amx_bf16" in cpu_bf16_flags()
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    return bool(capabilities.get("amx_bf16"))
 
 
 _AVAILABLE = _cpu_has_bf16_dot() and not _cpu_has_amx()
